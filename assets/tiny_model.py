@@ -1,0 +1,37 @@
+"""A tiny, randomly initialised Qwen3ForCausalLM for CPU runs and tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+from configs.schema import TinyModelConfig
+
+
+def build_tiny_model(out_dir: Path, cfg: TinyModelConfig, tokenizer_dir: Path, seed: int = 0) -> int:
+    """Write the model to `out_dir`; returns its parameter count."""
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    if len(tok) > cfg.vocab_size:
+        raise ValueError(f"model.tiny.vocab_size={cfg.vocab_size} is smaller than the tokenizer ({len(tok)})")
+    config = Qwen3Config(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=cfg.num_key_value_heads,
+        head_dim=cfg.head_dim,
+        intermediate_size=cfg.intermediate_size,
+        max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=True,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(config)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.save_pretrained(out_dir)
+    return sum(p.numel() for p in model.parameters())

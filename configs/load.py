@@ -1,0 +1,95 @@
+"""Load the pipeline config: YAML file, then dotted overrides (`--set rl.stage1.steps=5`).
+
+Errors name the file, the dotted key and the allowed keys or values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from configs.schema import PipelineConfig
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _model_for(path: list[str]) -> type[BaseModel] | None:
+    """The pydantic model that holds the key at `path` (None past a leaf)."""
+    model: type[BaseModel] = PipelineConfig
+    for part in path:
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        else:
+            return None
+    return model
+
+
+def apply_override(data: dict, override: str, source: str = "--set") -> None:
+    if "=" not in override:
+        raise ConfigError(f"{source}: override {override!r} must look like key.path=value")
+    dotted, raw = override.split("=", 1)
+    parts = dotted.strip().split(".")
+    parent = _model_for(parts[:-1])
+    if parent is None or (parts[-1] not in parent.model_fields and parent.model_config.get("extra") == "forbid"):
+        known = parent or _model_for(_longest_known_prefix(parts))
+        where = ".".join(parts[:-1]) or "the top level"
+        allowed = ", ".join(known.model_fields) if known else "?"
+        raise ConfigError(f"{source}: unknown key {dotted!r}; keys allowed under {where}: {allowed}")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{source}: {dotted!r} goes through a value that is not a section")
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+
+
+def _longest_known_prefix(parts: list[str]) -> list[str]:
+    for i in range(len(parts) - 1, -1, -1):
+        if _model_for(parts[:i]) is not None:
+            return parts[:i]
+    return []
+
+
+def _describe(err: dict) -> str:
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        parent = _model_for([str(p) for p in err["loc"][:-1]])
+        allowed = ", ".join(parent.model_fields) if parent else "?"
+        return f"{loc}: unknown key; allowed keys here: {allowed}"
+    given = err.get("input")
+    return f"{loc}: {msg} (got {given!r})" if not isinstance(given, dict) else f"{loc}: {msg}"
+
+
+def validate(data: dict[str, Any], source: str) -> PipelineConfig:
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as e:
+        lines = "\n  ".join(_describe(err) for err in e.errors())
+        raise ConfigError(f"invalid config {source}:\n  {lines}") from None
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> PipelineConfig:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    for ov in overrides:
+        apply_override(data, ov, source=f"{path} --set {ov}")
+    return validate(data, str(path))
+
+
+def literal_values(model: type[BaseModel], field: str) -> tuple:
+    """Allowed values of a Literal field (used in docs and tests)."""
+    return get_args(model.model_fields[field].annotation)

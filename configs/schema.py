@@ -1,0 +1,152 @@
+"""The pipeline's one config schema (SPEC §1, §6-9). Each YAML section is one model.
+
+Defaults live here and nowhere else. Paper numbers cite their SPEC section; the
+shipped YAMLs only set what differs from these defaults.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from configs.data import DataConfig
+from configs.rollout import RolloutConfig
+from configs.sandbox import SandboxConfig
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunConfig(Section):
+    name: str = "tiny"
+    artifacts_root: str = ".rstar/artifacts"  # local path or any fsspec URL
+    seed: int = 0
+
+
+class HardwareConfig(Section):
+    gpus_per_node: int = 0  # 0: the config runs on CPU
+    nodes: int = 1
+    accelerate_config: str | None = None  # path under configs/accelerate/
+
+
+class TinyModelConfig(Section):
+    """Shape of the randomly initialised Qwen3 built offline for the tiny config."""
+
+    vocab_size: int = 4096
+    hidden_size: int = 64
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 16
+    intermediate_size: int = 192
+    max_position_embeddings: int = 4096
+    tokenizer_corpus_lines: int = 20000  # synthetic lines the small BPE is trained on
+
+
+class ModelConfig(Section):
+    base: str = "tiny"  # "tiny" (built offline) or a Hugging Face id / local path
+    tokenizer: str | None = None  # defaults to the base model's tokenizer
+    tiny: TinyModelConfig = TinyModelConfig()
+
+
+class SFTConfig(Section):
+    """Non-reasoning cold start (SPEC §7)."""
+
+    lr: float = 5e-6
+    global_batch_size: int = 128
+    micro_batch_per_device: int = 1
+    warmup_ratio: float = 0.04
+    lr_scheduler: Literal["cosine", "constant", "linear"] = "cosine"
+    epochs: int = 3
+    max_seq_tokens: int = 8192
+
+
+class RoCConfig(Section):
+    """Resample-on-Correct selection (SPEC §6)."""
+
+    drop_uniform_groups: bool = True
+    epsilon: float = 0.1
+    selection: Literal["sample", "topk"] = "sample"
+
+
+class PROFConfig(Section):
+    """PROF selection with a process reward model (SPEC §6)."""
+
+    prm: str = "Qwen/Qwen2.5-Math-PRM-7B"
+    rollouts: int = 8  # n
+    kept: int = 4  # m
+    negatives: Literal["lowest", "random"] = "lowest"  # PROF-Both / PROF-Correct
+
+
+class RLStageConfig(Section):
+    problems: int | None = None  # None: every curated problem
+    max_response_tokens: int = 8192
+    max_turns: int = 10
+    steps: int = 300
+
+
+class Stage3FilterConfig(Section):
+    rollouts_per_problem: int = 8
+    drop_when_solved: int = 8  # problems solved this many times are removed
+
+
+class RLConfig(Section):
+    """GRPO-RoC and its alternatives (SPEC §6, §7)."""
+
+    algorithm: Literal["grpo_roc", "grpo", "prof", "blend"] = "grpo_roc"
+    lr: float = 1e-6
+    warmup_steps: int = 20
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    temperature: float = 1.0
+    prompts_per_step: int = 512
+    rollouts_per_prompt: int = 32  # 2G
+    kept_per_prompt: int = 16  # G
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    micro_batch_per_device: int = 1
+    roc: RoCConfig = RoCConfig()
+    prof: PROFConfig = PROFConfig()
+    stage1: RLStageConfig = RLStageConfig(max_response_tokens=8192, max_turns=10, steps=300)
+    stage2: RLStageConfig = RLStageConfig(max_response_tokens=12288, max_turns=10, steps=85)
+    stage3_filter: Stage3FilterConfig = Stage3FilterConfig()
+    stage3: RLStageConfig = RLStageConfig(max_response_tokens=12288, max_turns=15, steps=125)
+
+    @model_validator(mode="after")
+    def _kept_fits(self) -> RLConfig:
+        if not 0 < self.kept_per_prompt <= self.rollouts_per_prompt:
+            raise ValueError(
+                f"rl.kept_per_prompt ({self.kept_per_prompt}) must be in 1..rl.rollouts_per_prompt "
+                f"({self.rollouts_per_prompt})"
+            )
+        return self
+
+
+class EvalConfig(Section):
+    """Benchmark evaluation (SPEC §9)."""
+
+    samples_per_problem: int = 16
+    temperature: float = 0.6
+    max_response_tokens: int = 30000
+    max_turns: int = 30
+    benchmarks: dict[str, str] = {
+        "aime24": "HuggingFaceH4/aime_2024",
+        "aime25": "math-ai/aime25",
+        "hmmt25": "MathArena/hmmt_feb_2025",
+        "math500": "HuggingFaceH4/MATH-500",
+        "gpqa_diamond": "Idavidrein/gpqa",
+    }
+
+
+class PipelineConfig(Section):
+    run: RunConfig = RunConfig()
+    hardware: HardwareConfig = HardwareConfig()
+    model: ModelConfig = ModelConfig()
+    sandbox: SandboxConfig = SandboxConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    data: DataConfig = DataConfig()
+    sft: SFTConfig = SFTConfig()
+    rl: RLConfig = RLConfig()
+    eval: EvalConfig = EvalConfig()

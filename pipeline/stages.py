@@ -1,0 +1,96 @@
+"""The stages of SPEC §1, in pipeline order: what each runs, reads and consumes.
+
+A stage's cache key covers exactly what `select` returns (its config sections), the
+content digests of its upstream artifacts and `code_version`, so changing one stage's
+config reruns it and what follows, nothing before. Bump `code_version` when a change
+to the stage's code should invalidate cached artifacts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from configs.schema import PipelineConfig
+
+_RL_STAGE_FIELDS = {"stage1", "stage2", "stage3", "stage3_filter"}
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    module: str  # `python -m <module>` runs it; the module defines run() and main()
+    select: Callable[[PipelineConfig], dict]  # keyword arguments of run(); `cfg` first
+    upstream: tuple[str, ...] = ()
+    code_version: str = "1"
+    delivered_by: str | None = None  # None: implemented. Else the issue that delivers it.
+
+    @property
+    def implemented(self) -> bool:
+        return self.delivered_by is None
+
+
+def _rl(stage: str) -> Callable[[PipelineConfig], dict]:
+    # Shared RL settings plus this stage's own: another stage's numbers stay out of the key.
+    return lambda c: {"cfg": getattr(c.rl, stage), "rl": c.rl.model_copy(update=dict.fromkeys(_RL_STAGE_FIELDS))}
+
+
+_LATER = "a later issue (not yet filed)"
+
+STAGES: tuple[StageSpec, ...] = (
+    StageSpec("assets", "assets.build", lambda c: {"cfg": c.model}, code_version="1"),
+    StageSpec(
+        "cold_start", "data_prep.cold_start", lambda c: {"cfg": c.data.cold_start},
+        delivered_by="issue #5 (data preparation)",
+    ),
+    StageSpec(
+        "rl_curation", "data_prep.rl_curation",
+        lambda c: {"cfg": c.data.rl_curation, "rollout": c.rollout, "sandbox": c.sandbox},
+        upstream=("assets",), delivered_by="issue #5 (data preparation)",
+    ),
+    StageSpec(
+        "decontaminate", "data_prep.decontaminate", lambda c: {"cfg": c.data.decontaminate},
+        upstream=("rl_curation",), delivered_by="issue #5 (data preparation)",
+    ),
+    StageSpec(
+        "sft", "training.sft", lambda c: {"cfg": c.sft, "hardware": c.hardware},
+        upstream=("assets", "cold_start"), delivered_by=f"{_LATER}: SFT",
+    ),
+    StageSpec(
+        "rl_stage1", "training.rl", _rl("stage1"),
+        upstream=("sft", "decontaminate"), delivered_by=f"{_LATER}: GRPO-RoC RL",
+    ),
+    StageSpec(
+        "rl_stage2", "training.rl", _rl("stage2"),
+        upstream=("rl_stage1", "decontaminate"), delivered_by=f"{_LATER}: GRPO-RoC RL",
+    ),
+    StageSpec(
+        "stage3_filter", "training.stage3_filter", lambda c: {"cfg": c.rl.stage3_filter, "rollout": c.rollout},
+        upstream=("rl_stage2", "decontaminate"), delivered_by=f"{_LATER}: GRPO-RoC RL",
+    ),
+    StageSpec(
+        "rl_stage3", "training.rl", _rl("stage3"),
+        upstream=("rl_stage2", "stage3_filter"), delivered_by=f"{_LATER}: GRPO-RoC RL",
+    ),
+    StageSpec(
+        "evaluation", "evaluation.math_eval", lambda c: {"cfg": c.eval, "rollout": c.rollout},
+        upstream=("sft", "rl_stage3"), delivered_by=f"{_LATER}: evaluation",
+    ),
+)
+
+BY_NAME: dict[str, StageSpec] = {s.name: s for s in STAGES}
+
+
+def get_stage(name: str) -> StageSpec:
+    if name not in BY_NAME:
+        raise KeyError(f"unknown stage {name!r}; stages are: {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def downstream_of(names: set[str]) -> set[str]:
+    """Every stage that depends, directly or not, on one of `names` (names included)."""
+    out = set(names)
+    for spec in STAGES:  # STAGES is topologically ordered
+        if out.intersection(spec.upstream):
+            out.add(spec.name)
+    return out
