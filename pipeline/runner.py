@@ -13,12 +13,13 @@ import json
 import logging
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from configs.schema import PipelineConfig
-from pipeline.stages import STAGES, StageSpec, get_stage
+from pipeline.stages import BY_NAME, STAGES, StageSpec
 from pipeline.store import ArtifactRef, ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -59,12 +60,15 @@ def ensure_implemented(spec: StageSpec) -> None:
         )
 
 
-def resolve_upstream(spec: StageSpec, cfg: PipelineConfig, store: ArtifactStore) -> dict[str, ArtifactRef]:
+def resolve_upstream(
+    spec: StageSpec, cfg: PipelineConfig, store: ArtifactStore, registry: Mapping[str, StageSpec] | None = None
+) -> dict[str, ArtifactRef]:
     """The recorded artifacts this stage consumes for this config, without running anything."""
+    registry = registry or BY_NAME
     refs: dict[str, ArtifactRef] = {}
     for name in spec.upstream:
-        up = get_stage(name)
-        key = stage_key(up, cfg, resolve_upstream(up, cfg, store))
+        up = registry[name]
+        key = stage_key(up, cfg, resolve_upstream(up, cfg, store, registry))
         ref = store.lookup(name, key)
         if ref is None:
             raise MissingUpstreamError(

@@ -1,0 +1,33 @@
+# Two commands for a fresh machine (Python 3.11 only): `make demo`, `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test test-all lint stop screenshot
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0   # the CPU wheel; never let a resolver pick a CUDA build
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	bash scripts/demo.sh
+
+test: setup
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q -m "not slow and not gpu"
+
+test-all: setup
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q -m "not gpu"
+
+lint: setup
+	$(BIN)/ruff check .
+
+stop:
+	bash scripts/stop.sh
+
+screenshot: setup
+	bash scripts/screenshot.sh

@@ -1,0 +1,61 @@
+"""Screenshot the latest `rstar-full` flow-run page in headless Chromium and check that
+every stage that ran is listed on it.
+
+    make screenshot            # needs the demo's server running and Debian `chromium`
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+from prefect.client.schemas.sorting import FlowRunSort
+
+CHROMIUM_FLAGS = [  # NOTES.md: what headless Chromium needs as root, offline
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--window-size=1600,1300", "--virtual-time-budget=20000",
+]
+
+
+async def latest_run() -> tuple[str, list[str]]:
+    async with get_client() as client:
+        runs = await client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=["rstar-full"])), sort=FlowRunSort.START_TIME_DESC, limit=1
+        )
+        if not runs:
+            raise SystemExit("no rstar-full flow run found: run `make demo` first")
+        from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+        tasks = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[runs[0].id])))
+        return str(runs[0].id), sorted({t.name for t in tasks})
+
+
+def chromium(args: list[str]) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120)
+
+
+def main() -> None:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "results/flow-run.png")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    run_id, task_names = asyncio.run(latest_run())
+    url = f"{os.environ['PREFECT_UI_URL']}/runs/flow-run/{run_id}"
+    chromium([f"--screenshot={out.resolve()}", url])
+    dom = chromium(["--dump-dom", url]).stdout
+    missing = [name for name in task_names if name not in dom]
+    print(f"flow run page: {url}\nscreenshot: {out}\ntask runs: {', '.join(task_names)}")
+    if not out.exists() or missing:
+        raise SystemExit(f"UI check failed: screenshot={out.exists()}, stages not on the page: {missing}")
+    print("UI check passed: every task run of the flow run is listed on its page")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""Markdown shown in the Prefect UI for a stage's artifact."""
+
+from __future__ import annotations
+
+import json
+
+
+def artifact_key(stage: str, kind: str) -> str:
+    # Prefect artifact keys must match ^[a-z0-9-]*$ (NOTES.md).
+    return f"{stage}-{kind}".replace("_", "-").lower()
+
+
+def manifest_markdown(manifest: dict) -> str:
+    metrics = manifest.get("metrics") or {}
+    rows = "\n".join(f"| {k} | {v} |" for k, v in sorted(metrics.items())) or "| (none) | |"
+    inputs = "\n".join(f"- `{k}`: `{v[:16]}…`" for k, v in manifest.get("inputs", {}).items()) or "- (none)"
+    return (
+        f"# Stage `{manifest['stage']}`\n\n"
+        f"- digest: `{manifest['digest']}`\n- key: `{manifest['key']}`\n"
+        f"- config hash: `{manifest.get('config_hash')}`\n- code version: `{manifest.get('code_version')}`\n"
+        f"- git commit: `{manifest.get('git_commit')}`\n- created: {manifest.get('created_at')}\n"
+        f"- duration: {manifest.get('duration_s')} s\n\n## Inputs\n{inputs}\n\n"
+        f"## Metrics\n| metric | value |\n|---|---|\n{rows}\n\n"
+        f"<details><summary>config</summary>\n\n```json\n{json.dumps(manifest.get('config'), indent=2)}\n```\n"
+        f"</details>\n"
+    )

@@ -1,0 +1,101 @@
+"""Config schema, YAML loading, dotted overrides and their error messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from accelerate.commands.config.config_args import ClusterConfig
+
+from configs.load import ConfigError, load_config
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+PIPELINE_YAMLS = sorted(p for p in CONFIGS.rglob("*.yaml") if "accelerate" not in p.parts)
+
+
+def test_every_yaml_under_configs_is_checked():
+    all_yamls = sorted(CONFIGS.rglob("*.yaml"))
+    accelerate = [p for p in all_yamls if "accelerate" in p.parts]
+    assert set(all_yamls) == set(PIPELINE_YAMLS) | set(accelerate)
+    assert {p.name for p in PIPELINE_YAMLS} >= {"tiny.yaml", "rstar2_agent_14b.yaml"}
+
+
+@pytest.mark.parametrize("path", PIPELINE_YAMLS, ids=lambda p: p.name)
+def test_pipeline_yaml_validates(path):
+    cfg = load_config(path)
+    assert cfg.rl.kept_per_prompt <= cfg.rl.rollouts_per_prompt
+
+
+@pytest.mark.parametrize("path", sorted((CONFIGS / "accelerate").rglob("*.yaml")), ids=lambda p: p.name)
+def test_accelerate_yaml_validates(path):
+    cluster = ClusterConfig.from_yaml_file(str(path))
+    assert cluster.distributed_type.value == "DEEPSPEED"
+    ds_file = CONFIGS.parent / yaml.safe_load(path.read_text())["deepspeed_config"]["deepspeed_config_file"]
+    ds = json.loads(ds_file.read_text())
+    assert ds["zero_optimization"]["stage"] == 3
+    assert "train_batch_size" not in ds  # NOTES.md: "auto" computed a wrong value
+    assert cluster.num_processes == cluster.num_machines * 8
+
+
+def test_paper_numbers():
+    """SPEC §6-9, carried by configs/rstar2_agent_14b.yaml."""
+    c = load_config(CONFIGS / "rstar2_agent_14b.yaml")
+    assert c.model.base == "Qwen/Qwen3-14B-Base"
+    assert (c.sft.lr, c.sft.global_batch_size, c.sft.warmup_ratio, c.sft.epochs) == (5e-6, 128, 0.04, 3)
+    assert (c.rl.lr, c.rl.warmup_steps, c.rl.weight_decay, c.rl.grad_clip) == (1e-6, 20, 0.01, 1.0)
+    assert (c.rl.prompts_per_step, c.rl.rollouts_per_prompt, c.rl.kept_per_prompt) == (512, 32, 16)
+    assert (c.rl.clip_low, c.rl.clip_high, c.rl.temperature) == (0.2, 0.28, 1.0)
+    stages = [c.rl.stage1, c.rl.stage2, c.rl.stage3]
+    assert [s.max_response_tokens for s in stages] == [8192, 12288, 12288]
+    assert [s.max_turns for s in stages] == [10, 10, 15]
+    assert [s.steps for s in stages] == [300, 85, 125]
+    assert (c.rl.stage3_filter.rollouts_per_problem, c.rl.stage3_filter.drop_when_solved) == (8, 8)
+    assert (c.eval.samples_per_problem, c.eval.temperature) == (16, 0.6)
+    assert (c.eval.max_response_tokens, c.eval.max_turns) == (30000, 30)
+    assert c.hardware.gpus_per_node * c.hardware.nodes == 64
+
+
+def test_dotted_override_sets_nested_value():
+    c = load_config(CONFIGS / "tiny.yaml", ["rl.stage1.steps=5", "rl.roc.selection=topk", "sandbox.urls=[a, b]"])
+    assert c.rl.stage1.steps == 5 and c.rl.roc.selection == "topk" and c.sandbox.urls == ["a", "b"]
+
+
+def test_unknown_key_names_key_and_allowed_keys():
+    with pytest.raises(ConfigError) as e:
+        load_config(CONFIGS / "tiny.yaml", ["rl.stage1.stepz=5"])
+    msg = str(e.value)
+    assert "rl.stage1.stepz" in msg and "max_turns" in msg and "steps" in msg
+
+
+def test_bad_literal_lists_allowed_values():
+    with pytest.raises(ConfigError) as e:
+        load_config(CONFIGS / "tiny.yaml", ["rl.algorithm=ppo"])
+    msg = str(e.value)
+    assert "rl.algorithm" in msg and "'grpo_roc'" in msg and "'prof'" in msg and "ppo" in msg
+
+
+def test_bad_type_names_file_and_key(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rl:\n  stage1:\n    steps: many\n  kept_per_prompt: 64\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(bad)
+    assert str(bad) in str(e.value) and "rl.stage1.steps" in str(e.value)
+
+
+def test_unknown_yaml_section_is_rejected(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("trainer:\n  lr: 1\n")
+    with pytest.raises(ConfigError, match=r"trainer: unknown key; allowed keys here: run, hardware"):
+        load_config(bad)
+
+
+def test_kept_must_fit_rollouts():
+    with pytest.raises(ConfigError, match="kept_per_prompt"):
+        load_config(CONFIGS / "tiny.yaml", ["rl.kept_per_prompt=99"])
+
+
+def test_malformed_override():
+    with pytest.raises(ConfigError, match="key.path=value"):
+        load_config(CONFIGS / "tiny.yaml", ["rl.lr"])

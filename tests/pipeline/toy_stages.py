@@ -1,0 +1,44 @@
+"""Three toy stages a -> b -> c for testing the runner, the store and the flow's caching.
+
+Each run appends its name to the file in $RSTAR_TOY_LOG, so tests count executions.
+$RSTAR_TOY_SLEEP_S makes stage `a` write half its output, then sleep (kill tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from pipeline.stages import StageSpec
+
+
+def run(cfg, inputs: dict[str, Path], out_dir: Path, name: str) -> dict[str, float]:
+    with open(os.environ["RSTAR_TOY_LOG"], "a") as log:
+        log.write(name + "\n")
+    upstream = {k: json.loads((v / "value.json").read_text()) for k, v in inputs.items()}
+    (out_dir / "part1.txt").write_text("first half")
+    sleep_s = float(os.environ.get("RSTAR_TOY_SLEEP_S", "0"))
+    if name == "a" and sleep_s:
+        (out_dir.parent / "STARTED").write_text(str(out_dir))
+        time.sleep(sleep_s)
+    value = {"name": name, "steps": cfg.steps, "upstream": upstream}
+    (out_dir / "value.json").write_text(json.dumps(value, sort_keys=True))
+    return {"steps": cfg.steps}
+
+
+TOY_STAGES = (
+    StageSpec("a", "toy_stages", lambda c: {"cfg": c.rl.stage1, "name": "a"}),
+    StageSpec("b", "toy_stages", lambda c: {"cfg": c.rl.stage2, "name": "b"}, upstream=("a",)),
+    StageSpec("c", "toy_stages", lambda c: {"cfg": c.rl.stage3, "name": "c"}, upstream=("b",)),
+)
+UNFINISHED = (
+    *TOY_STAGES,
+    StageSpec("d", "toy_stages", lambda c: {"cfg": c.eval, "name": "d"}, upstream=("c",),
+              delivered_by="issue #99 (toy)"),
+)
+
+
+def executions(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
