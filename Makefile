@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-all lint stop screenshot
+.PHONY: setup demo demo-postgres test test-all lint stop screenshot
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,9 @@ setup: $(VENV)/.installed
 
 demo: setup
 	bash scripts/demo.sh
+
+demo-postgres: setup
+	RSTAR_DB=postgres PREFECT_PORT=4202 bash scripts/demo.sh
 
 test: setup
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -m "not slow and not gpu"
