@@ -10,6 +10,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0   # the CPU wheel; never let a resolver pick a CUDA build
 	$(BIN)/pip install -q -e '.[dev]'
+	# DeepSpeed ships only an sdist: build it against our CPU torch (no isolated build env,
+	# which would download a CUDA torch). Used here to validate the ZeRO-3 config.
+	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation 'deepspeed==0.19.8'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -16,13 +16,12 @@ from prefect.artifacts import create_markdown_artifact
 from configs.load import load_config
 from configs.schema import PipelineConfig
 from pipeline.hardware import check_hardware
+from pipeline.paths import REPO_ROOT
 from pipeline.runner import resolve_upstream, stage_key
 from pipeline.stages import STAGES, StageSpec
 from pipeline.store import ArtifactRef, ArtifactStore
 from tasks.stage_task import stage_task_for
 from tasks.summaries import artifact_key
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _absolute(cfg: PipelineConfig) -> PipelineConfig:

@@ -46,4 +46,4 @@ def _stage_main(stage: str, argv: list[str] | None) -> None:
     ensure_implemented(spec)
     store = ArtifactStore(cfg.run.artifacts_root)
     ref = run_stage(spec, cfg, resolve_upstream(spec, cfg, store), store, force=args.force)
-    print(ref.model_dump_json(indent=2))
+    print(ref.model_dump_json())  # one line, last: libraries may print to stdout before it

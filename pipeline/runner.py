@@ -19,8 +19,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from configs.schema import PipelineConfig
+from pipeline.paths import resolve_local
 from pipeline.stages import BY_NAME, STAGES, StageSpec
-from pipeline.store import ArtifactRef, ArtifactStore
+from pipeline.store import ArtifactRef, ArtifactStore, digest_dir
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,36 @@ def section_payload(spec: StageSpec, cfg: PipelineConfig) -> dict:
     return {name: _jsonable(v) for name, v in spec.select(cfg).items()}
 
 
+def local_file_digests(payload: object) -> dict[str, str]:
+    """Content digests of local files named by `location` fields: the data a stage reads
+    from disk is an input like an upstream artifact (a path string alone would not
+    notice an edited file). Hub ids and `synthetic` are not local paths and are skipped."""
+    found: dict[str, str] = {}
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "location" and isinstance(v, str) and "://" not in v and resolve_local(v).exists():
+                    path = resolve_local(v)
+                    found[v] = digest_dir(path) if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(payload)
+    return found
+
+
 def stage_key(spec: StageSpec, cfg: PipelineConfig, upstream: dict[str, ArtifactRef]) -> str:
+    sections = section_payload(spec, cfg)
     payload = {
         "stage": spec.name,
         "code_version": spec.code_version,
-        "sections": section_payload(spec, cfg),
+        "sections": sections,
         "upstream": {name: upstream[name].digest for name in spec.upstream},
+        "files": local_file_digests(sections),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -112,6 +137,7 @@ def run_stage(
                 json.dumps(section_payload(spec, cfg), sort_keys=True).encode()
             ).hexdigest()[:16],
             "inputs": {name: ref.digest for name, ref in upstream.items()},
+            "input_files": local_file_digests(section_payload(spec, cfg)),
             "code_version": spec.code_version,
             "git_commit": _git_commit(),
             "duration_s": round(time.time() - started, 3),

@@ -41,16 +41,16 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec("assets", "assets.build", lambda c: {"cfg": c.model}, code_version="1"),
     StageSpec(
         "cold_start", "data_prep.cold_start", lambda c: {"cfg": c.data.cold_start},
-        delivered_by="issue #5 (data preparation)",
+        delivered_by=None,
     ),
     StageSpec(
         "rl_curation", "data_prep.rl_curation",
         lambda c: {"cfg": c.data.rl_curation, "rollout": c.rollout, "sandbox": c.sandbox},
-        upstream=("assets",), delivered_by="issue #5 (data preparation)",
+        upstream=("assets",), delivered_by=None,
     ),
     StageSpec(
         "decontaminate", "data_prep.decontaminate", lambda c: {"cfg": c.data.decontaminate},
-        upstream=("rl_curation",), delivered_by="issue #5 (data preparation)",
+        upstream=("rl_curation",), delivered_by=None,
     ),
     StageSpec(
         "sft", "training.sft", lambda c: {"cfg": c.sft, "hardware": c.hardware},

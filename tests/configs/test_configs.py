@@ -99,3 +99,20 @@ def test_kept_must_fit_rollouts():
 def test_malformed_override():
     with pytest.raises(ConfigError, match="key.path=value"):
         load_config(CONFIGS / "tiny.yaml", ["rl.lr"])
+
+
+def test_zero3_json_passes_deepspeeds_own_validation(monkeypatch):
+    pytest.importorskip("deepspeed", reason="DeepSpeed is installed by `make setup` (cluster extra)")
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    ds = json.loads((CONFIGS / "accelerate" / "zero3.json").read_text())
+    # accelerate fills the "auto" values from the training arguments; do the same here
+    ds.update(gradient_accumulation_steps=4, gradient_clipping=1.0, train_micro_batch_size_per_gpu=1)
+    zero = ds["zero_optimization"]
+    zero.update({k: 1_000_000 for k, v in zero.items() if v == "auto"})
+    parsed = DeepSpeedConfig(ds)
+    assert parsed.zero_optimization_stage == 3 and parsed.gradient_clipping == 1.0
+    zero["stagee"] = 3  # a typo must be rejected, not ignored
+    with pytest.raises(Exception, match="stagee"):
+        DeepSpeedConfig(ds)

@@ -117,7 +117,7 @@ def test_stage_cli_runs_without_prefect(tmp_path):
         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=300,
     )
     assert out.returncode == 0, out.stderr
-    ref = json.loads(out.stdout)
+    ref = json.loads(out.stdout.strip().splitlines()[-1])
     assert (Path(ref["uri"]) / "model" / "config.json").exists()
     assert "prefect" not in out.stderr.lower()
 
@@ -140,3 +140,15 @@ def test_paper_config_fails_at_once_without_gpus(tmp_path):
     assert out.returncode == 2
     assert "needs 8 GPU(s) per node" in out.stderr and "has 0" in out.stderr
     assert not any(tmp_path.iterdir())  # no work was done
+
+
+def test_local_location_files_are_part_of_the_key(tmp_path):
+    from dataclasses import replace
+
+    data = tmp_path / "problems.jsonl"
+    data.write_text('{"problem": "1+1", "answer": "2"}\n')
+    spec = replace(A, select=lambda c: {"cfg": {"sources": [{"location": str(data)}, {"location": "org/hub-id"}]}})
+    k1 = stage_key(spec, PipelineConfig(), {})
+    assert stage_key(spec, PipelineConfig(), {}) == k1
+    data.write_text('{"problem": "1+1", "answer": "3"}\n')  # same path, edited content
+    assert stage_key(spec, PipelineConfig(), {}) != k1

@@ -1,0 +1,37 @@
+"""The texts of one benchmark that decontamination indexes (SPEC §8, §9).
+
+Which fields: `text_fields` of the config entry; a list-valued field (GPQA's `choices`)
+indexes each item separately, so no n-gram spans two fields. `synthetic` is the generated
+held-out eval set of the synthetic task (the tiny config's benchmark).
+"""
+
+from __future__ import annotations
+
+from configs.data import BenchmarkSource
+from data_prep import synthetic
+from data_prep.reader import SourceRows
+
+SYNTHETIC_EVAL_STREAM = "eval"  # the stream of data_prep.synthetic the eval set is drawn from
+
+
+def synthetic_eval_set(n: int, seed: int) -> list[synthetic.SyntheticProblem]:
+    return synthetic.generate_problems(n, seed, stream=SYNTHETIC_EVAL_STREAM)
+
+
+def benchmark_texts(bench: BenchmarkSource, synthetic_problems: int, synthetic_seed: int) -> list[tuple[str, str]]:
+    """(item id, text) pairs; raises FileNotFoundError for a local path that is absent."""
+    if bench.is_synthetic:
+        return [(p.id, p.problem) for p in synthetic_eval_set(synthetic_problems, synthetic_seed)]
+    rows = SourceRows(bench.location, bench.hub_config, bench.split)
+    rows.check_fields(f"benchmark {bench.name}", tuple(bench.text_fields))
+    out: list[tuple[str, str]] = []
+    for raw in rows.iter():
+        if raw.data is None:
+            continue
+        item = raw.data.get("id", raw.data.get("unique_id", raw.position))
+        for name in bench.text_fields:
+            value = raw.data.get(name)
+            for text in value if isinstance(value, list) else [value]:
+                if isinstance(text, str) and text.strip():
+                    out.append((str(item), text))
+    return out

@@ -1,0 +1,143 @@
+"""The multi-turn agent loop (SPEC §2): generate a turn, run its tool calls, append, repeat.
+
+`AgentState` is one trajectory in progress, stepped by whoever schedules it: the dynamic
+scheduler runs `run_agent` (one coroutine per trajectory, so a trajectory waiting on its
+tool never blocks others); the static scheduler steps every state turn by turn behind a
+barrier. Stop conditions, in the order they are checked after each turn:
+  length: the engine hit max_new_tokens (the remaining response budget);
+  stop:   the turn holds no tool call (or ended with a stop token other than end-of-turn);
+  turns:  the turn limit T is reached (its calls are not run, as in the ref agent loop);
+  length: the feedback would leave no room for another token.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from rollout.engines.base import Engine, GenerationResult, SamplingParams
+from rollout.prompt import ChatFormat, extract_tool_calls
+from rollout.reward import extract_final_answer
+from rollout.trajectory import Timings, ToolCallRecord, Trajectory
+from sandbox.types import InvalidCall, SandboxResult, ToolCall
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ToolRunner(Protocol):
+    """What the loop needs from the sandbox client (sandbox.client.SandboxClient)."""
+
+    async def run_batch(self, calls: list[ToolCall]) -> list[SandboxResult]: ...
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    """Per-rollout settings every trajectory of one rollout() call shares."""
+
+    max_turns: int  # assistant turns, T in SPEC §2
+    max_response_tokens: int  # every token after the prompt, feedback included
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tool_calls_per_turn: int = 8
+
+
+class AgentState:
+    """One trajectory in progress; the scheduler asks for requests and feeds back results."""
+
+    def __init__(self, trajectory: Trajectory, fmt: ChatFormat, limits: TurnLimits) -> None:
+        self.trajectory = trajectory
+        self.fmt = fmt
+        self.limits = limits
+        self.pending_calls: list[ToolCall | InvalidCall] = []
+
+    @property
+    def done(self) -> bool:
+        return self.trajectory.finish_reason is not None
+
+    def next_request(self) -> tuple[list[int], SamplingParams]:
+        t = self.trajectory
+        params = SamplingParams(
+            max_new_tokens=self.limits.max_response_tokens - len(t.response_ids),
+            temperature=self.limits.temperature,
+            top_p=self.limits.top_p,
+            stop_token_ids=(self.fmt.end_of_turn_id,),
+            seed=t.seed + t.num_turns,  # a fresh draw each turn, reproducible
+        )
+        return t.prompt_ids + t.response_ids, params
+
+    def add_generation(self, result: GenerationResult) -> None:
+        """Append the model's turn and decide whether tool calls follow."""
+        t = self.trajectory
+        t.append(result.output_ids, 1, result.logprobs)
+        text = self.fmt.decode(result.output_ids)
+        t.turns.append(text)
+        if result.finish_reason == "length":
+            return self._finish("length")
+        calls = extract_tool_calls(text, self.limits.max_tool_calls_per_turn)
+        # A turn closed by another stop token (a model EOS like <|endoftext|>) ends the
+        # conversation: a feedback turn cannot follow an unclosed assistant turn.
+        closed = bool(result.output_ids) and result.output_ids[-1] == self.fmt.end_of_turn_id
+        if not calls or not closed:
+            return self._finish("stop")
+        if t.num_turns >= self.limits.max_turns:
+            return self._finish("turns")
+        self.pending_calls = calls
+
+    def add_feedback(self, results: list[SandboxResult]) -> None:
+        """Record each call's status and append the tool-response turn (mask 0)."""
+        t = self.trajectory
+        for result in results:
+            t.tool_calls.append(ToolCallRecord(t.num_turns - 1, result.status, result.elapsed_s, len(result.feedback)))
+        self.pending_calls = []
+        ids = self.fmt.feedback_ids([r.feedback for r in results])
+        if len(t.response_ids) + len(ids) >= self.limits.max_response_tokens:
+            return self._finish("length")
+        t.append(ids, 0)
+
+    def _finish(self, reason: str) -> None:
+        t = self.trajectory
+        t.finish_reason = reason  # type: ignore[assignment]
+        t.final_answer = extract_final_answer(t.model_text)
+
+
+async def run_tool_calls(sandbox: ToolRunner, calls: list[ToolCall | InvalidCall]) -> list[SandboxResult]:
+    """Answer every call in order: malformed ones here, the rest through the sandbox."""
+    answers: list[SandboxResult | None] = [
+        SandboxResult(status="invalid_call", feedback=c.reason) if isinstance(c, InvalidCall) else None for c in calls
+    ]
+    valid = [c for c in calls if isinstance(c, ToolCall)]
+    if valid:
+        try:
+            results = iter(await sandbox.run_batch(valid))
+        except Exception as exc:  # the service itself failed: answer, never drop (SPEC §2)
+            log.warning("sandbox batch of %d calls failed: %s", len(valid), exc)
+            message = f"Tool service error: {type(exc).__name__}; the call was not run."
+            results = iter([SandboxResult(status="error", feedback=message)] * len(valid))
+        answers = [a if a is not None else next(results) for a in answers]
+    return answers  # type: ignore[return-value]
+
+
+async def timed(coro: Awaitable[T], timings: Timings, field_name: str) -> T:
+    """Await `coro`, adding its wall time to `timings.<field_name>`."""
+    start = time.perf_counter()
+    try:
+        return await coro
+    finally:
+        setattr(timings, field_name, getattr(timings, field_name) + time.perf_counter() - start)
+
+
+async def run_agent(state: AgentState, engine: Engine, sandbox: ToolRunner) -> Trajectory:
+    """Drive one trajectory to its end on one (pinned) engine."""
+    t = state.trajectory
+    start = time.perf_counter()
+    while not state.done:
+        prompt, params = state.next_request()
+        state.add_generation(await timed(engine.generate(prompt, params), t.timings, "generation_s"))
+        if state.pending_calls:
+            state.add_feedback(await timed(run_tool_calls(sandbox, state.pending_calls), t.timings, "tool_s"))
+    t.timings.total_s = time.perf_counter() - start
+    return t

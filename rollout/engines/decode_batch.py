@@ -1,0 +1,177 @@
+"""Rows decoding together over one KV cache: the hf engine's batch, padded or continuous.
+
+Our own loop rather than `model.generate`, so one batch can mix requests with different
+seeds, temperatures, top-p, stop tokens and budgets; rows that finish leave the batch and
+its cache at once; and new rows can join between steps (continuous batching: prefilled
+on their own, then left-padded into the cache). It reproduces `generate`'s greedy output
+exactly (tests/rollout/test_hf_engine.py).
+
+Log-probs are the log-softmax of logits / temperature before top-p truncation: what a
+trainer recomputes at the same temperature (TRL divides logits by it). Greedy
+(temperature 0) reports the log-softmax of the raw logits.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from rollout.engines.base import GenerationResult, SamplingParams
+
+
+@dataclass
+class _Row:
+    key: Hashable  # the caller's handle for this request
+    params: SamplingParams
+    generator: torch.Generator
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+
+def sample(logits: torch.Tensor, params: list[SamplingParams], gens: list[torch.Generator]):
+    """One token per row from float32 logits (rows, vocab); returns (tokens, logprobs)."""
+    temps = torch.tensor([p.temperature for p in params], dtype=logits.dtype)
+    greedy = temps <= 0
+    logp = torch.log_softmax(logits / torch.where(greedy, 1.0, temps)[:, None], dim=-1)
+    probs = logp.exp()
+    top_p = torch.tensor([p.top_p for p in params], dtype=logits.dtype)
+    if bool((top_p < 1).any()):
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        drop = (sorted_p.cumsum(-1) - sorted_p) > top_p[:, None]  # keeps at least the top token
+        probs = probs.scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
+    # One uniform draw per row from the row's own generator: a row's samples do not
+    # depend on which other requests share its batch.
+    u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in gens]).to(logits.dtype)
+    cdf = probs.cumsum(-1)
+    sampled = (cdf < u[:, None] * cdf[:, -1:]).sum(-1).clamp(max=logits.shape[-1] - 1)
+    tokens = torch.where(greedy, logits.argmax(-1), sampled)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _full_attention(cache: DynamicCache) -> bool:
+    return all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    missing = width - t.shape[dim]
+    if missing == 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = missing
+    return torch.cat([torch.zeros(shape, dtype=t.dtype), t], dim=dim)
+
+
+class DecodeBatch:
+    """Call `add` to start requests and `step` to advance every row one token."""
+
+    def __init__(self, model: torch.nn.Module, pad_token_id: int) -> None:
+        self.model = model
+        self.pad = pad_token_id
+        self.rows: list[_Row] = []
+        self.cache: DynamicCache | None = None
+        self.attention = torch.zeros((0, 0), dtype=torch.long)  # (rows, cache width): 0 on padding
+        self.next_pos = torch.zeros((0,), dtype=torch.long)  # position of each row's next token
+        self.logits = torch.zeros((0, 0))  # (rows, vocab): distribution of each row's next token
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @torch.inference_mode()
+    def add(self, requests: list[tuple[Hashable, list[int], SamplingParams]]) -> None:
+        """Prefill new rows (left-padded among themselves) and merge them into the batch."""
+        width = max(len(ids) for _, ids, _ in requests)
+        input_ids = torch.full((len(requests), width), self.pad, dtype=torch.long)
+        attention = torch.zeros((len(requests), width), dtype=torch.long)
+        for i, (_, ids, _) in enumerate(requests):
+            input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention[i, width - len(ids) :] = 1
+        cache = DynamicCache(config=self.model.config)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        # logits_to_keep=1: only the next-token distribution (full prompt logits would be rows x length x vocab)
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention, position_ids=positions, cache=cache, logits_to_keep=1
+        )
+        logits = out.logits[:, -1].float()
+        rows = [
+            _Row(key, p, torch.Generator().manual_seed(p.seed if p.seed is not None else random.getrandbits(62)))
+            for key, _, p in requests
+        ]
+        if self.cache is None:
+            self.cache, self.attention, self.logits = cache, attention, logits
+        else:
+            self._merge(cache, attention)
+            self.logits = torch.cat([self.logits, logits])
+        self.rows += rows
+        self.next_pos = torch.cat([self.next_pos, attention.sum(-1)])
+
+    def _merge(self, cache: DynamicCache, attention: torch.Tensor) -> None:
+        width = max(self.attention.shape[1], attention.shape[1])
+        if not _full_attention(self.cache):
+            raise NotImplementedError("joining a running batch needs full-attention cache layers only")
+        for old, new in zip(self.cache.layers, cache.layers, strict=True):
+            old.keys = torch.cat([_left_pad(old.keys, width, 2), _left_pad(new.keys, width, 2)])
+            old.values = torch.cat([_left_pad(old.values, width, 2), _left_pad(new.values, width, 2)])
+        self.attention = torch.cat([_left_pad(self.attention, width, 1), _left_pad(attention, width, 1)])
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Hashable, GenerationResult]]:
+        """Sample one token for every row; returns the rows that finished (and drops them)."""
+        tokens, lps = sample(self.logits, [r.params for r in self.rows], [r.generator for r in self.rows])
+        keep, finished = [], []
+        for j, row in enumerate(self.rows):
+            token = int(tokens[j])
+            row.output_ids.append(token)
+            row.logprobs.append(float(lps[j]))
+            if token in row.params.stop_token_ids:
+                finished.append((row.key, GenerationResult(row.output_ids, row.logprobs, "stop")))
+            elif len(row.output_ids) >= row.params.max_new_tokens:
+                finished.append((row.key, GenerationResult(row.output_ids, row.logprobs, "length")))
+            else:
+                keep.append(j)
+        if len(keep) < len(self.rows):
+            self._select(keep)
+            tokens = tokens[keep]
+        if self.rows:
+            self.attention = torch.cat([self.attention, torch.ones((len(self.rows), 1), dtype=torch.long)], dim=-1)
+            out = self.model(
+                input_ids=tokens[:, None],
+                attention_mask=self.attention,
+                position_ids=self.next_pos[:, None],
+                cache=self.cache,
+                logits_to_keep=1,
+            )
+            self.logits = out.logits[:, -1].float()
+            self.next_pos = self.next_pos + 1
+        return finished
+
+    def _select(self, keep: list[int]) -> None:
+        self.rows = [self.rows[j] for j in keep]
+        if not keep:  # empty: start the next add from scratch
+            self.cache, self.attention = None, torch.zeros((0, 0), dtype=torch.long)
+            self.next_pos, self.logits = torch.zeros((0,), dtype=torch.long), torch.zeros((0, 0))
+            return
+        index = torch.tensor(keep, dtype=torch.long)
+        self.cache.batch_select_indices(index)
+        self.attention, self.next_pos, self.logits = self.attention[index], self.next_pos[index], self.logits[index]
+        lead = int(self.attention.any(0).int().argmax())  # columns that are padding in every row left
+        if lead > 0 and _full_attention(self.cache):  # no left crop in transformers: slice the tensors
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, lead:], layer.values[:, :, lead:]
+            self.attention = self.attention[:, lead:]
+
+
+def decode_batch(
+    model: torch.nn.Module, prompts: list[list[int]], params: list[SamplingParams], pad_token_id: int
+) -> list[GenerationResult]:
+    """Generate for every prompt at once (padded batching): the whole batch, start to finish."""
+    batch = DecodeBatch(model, pad_token_id)
+    batch.add([(i, p, s) for i, (p, s) in enumerate(zip(prompts, params, strict=True))])
+    results: dict[Hashable, GenerationResult] = {}
+    while batch:
+        results.update(batch.step())
+    return [results[i] for i in range(len(prompts))]

@@ -1,0 +1,158 @@
+"""A stand-in SGLang server for CI: SGLang's native HTTP API, answered by the local hf engine.
+
+It speaks the subset of the API our client uses (`/generate` with input_ids,
+`/server_info`, `/update_weights_from_disk`, `/flush_cache`, `/health`) with SGLang's
+field names and shapes, so tests/rollout/test_sglang.py exercises the real client code
+path end to end on CPU. It is not SGLang: no radix cache, no paging, no continuous
+batching; real SGLang runs only on GPU machines (rollout/README.md).
+
+    python -m rollout.engines.fake_sglang --model-path DIR --port 30000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from aiohttp import web
+
+from rollout.engines.base import SamplingParams
+from rollout.engines.hf import HFEngine
+
+log = logging.getLogger(__name__)
+
+ENGINE = web.AppKey("engine", HFEngine)
+COUNTS = web.AppKey("counts", dict)
+
+
+async def _generate(request: web.Request) -> web.Response:
+    body = await request.json()
+    ids = body.get("input_ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+        return web.json_response({"error": "input_ids must be one non-empty list of ints"}, status=400)
+    sp = body.get("sampling_params") or {}
+    params = SamplingParams(
+        max_new_tokens=int(sp.get("max_new_tokens", 128)),
+        temperature=float(sp.get("temperature", 1.0)),
+        top_p=float(sp.get("top_p", 1.0)),
+        stop_token_ids=tuple(sp.get("stop_token_ids") or ()),
+        seed=sp.get("sampling_seed"),
+    )
+    request.app[COUNTS]["generate"] += 1
+    result = await request.app[ENGINE].generate(ids, params)
+    if result.finish_reason == "stop":
+        finish = {"type": "stop", "matched": result.output_ids[-1]}
+    else:
+        finish = {"type": "length", "length": len(result.output_ids)}
+    meta = {
+        "prompt_tokens": len(ids),
+        "completion_tokens": len(result.output_ids),
+        "finish_reason": finish,
+    }
+    if body.get("return_logprob"):
+        meta["output_token_logprobs"] = [
+            [lp, t, None] for lp, t in zip(result.logprobs, result.output_ids, strict=True)
+        ]
+    return web.json_response({"text": "", "output_ids": result.output_ids, "meta_info": meta})
+
+
+async def _server_info(request: web.Request) -> web.Response:
+    capacity = request.app[ENGINE].kv_capacity_tokens()
+    return web.json_response(
+        {
+            "version": "fake-sglang",
+            "max_total_num_tokens": capacity,
+            "internal_states": [{"max_total_num_tokens": capacity}],
+        }
+    )
+
+
+async def _update_weights(request: web.Request) -> web.Response:
+    body = await request.json()
+    try:
+        await request.app[ENGINE].update_weights(body["model_path"])
+    except Exception as exc:  # SGLang answers failures in the body, not with a status
+        return web.json_response({"success": False, "message": f"{type(exc).__name__}: {exc}"})
+    request.app[COUNTS]["update_weights"] += 1
+    return web.json_response({"success": True, "message": "Succeeded to update model weights."})
+
+
+async def _flush_cache(request: web.Request) -> web.Response:
+    request.app[COUNTS]["flush_cache"] += 1
+    return web.Response(text="Cache flushed.\n")
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(text="")
+
+
+def make_app(engine: HFEngine) -> web.Application:
+    app = web.Application(client_max_size=64 * 1024**2)
+    app[ENGINE] = engine
+    app[COUNTS] = {"generate": 0, "update_weights": 0, "flush_cache": 0}
+    app.router.add_post("/generate", _generate)
+    app.router.add_get("/server_info", _server_info)
+    app.router.add_get("/get_server_info", _server_info)  # the older name
+    app.router.add_post("/update_weights_from_disk", _update_weights)
+    app.router.add_route("*", "/flush_cache", _flush_cache)
+    app.router.add_get("/health", _health)
+    return app
+
+
+@contextmanager
+def serve_in_thread(engine: HFEngine, host: str = "127.0.0.1", port: int = 0) -> Iterator[tuple[str, web.Application]]:
+    """Run the fake server on its own event loop in a thread, like a separate server; yields (url, app)."""
+    loop = asyncio.new_event_loop()
+    app = make_app(engine)
+    runner = web.AppRunner(app)
+    ready = threading.Event()
+    url: list[str] = []
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, host, port)
+        loop.run_until_complete(site.start())
+        url.append(f"http://{host}:{site._server.sockets[0].getsockname()[1]}")  # port 0: the one bound
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=main, name="fake-sglang", daemon=True)
+    thread.start()
+    if not ready.wait(30):
+        raise RuntimeError("fake SGLang server did not start")
+    try:
+        yield url[0], app
+    finally:
+        asyncio.run_coroutine_threadsafe(_shutdown(runner, engine), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+
+
+async def _shutdown(runner: web.AppRunner, engine: HFEngine) -> None:
+    await engine.aclose()
+    await runner.cleanup()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--kv-capacity-tokens", type=int, default=65536)
+    parser.add_argument("--max-batch-size", type=int, default=32)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO)
+    engine = HFEngine.from_pretrained(
+        args.model_path, kv_capacity_tokens=args.kv_capacity_tokens, max_batch_size=args.max_batch_size
+    )
+    web.run_app(make_app(engine), host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

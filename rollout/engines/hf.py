@@ -1,0 +1,179 @@
+"""Local transformers engine: concurrent `generate` calls share a left-padded batch.
+
+Two batching modes (`rollout.hf_batching`):
+  padded:     a batch runs from start to finish; requests that arrive meanwhile wait
+              for the next batch (request-level batching, the cheapest per step).
+  continuous: waiting requests join the running batch between decode steps, and a
+              finished row is answered at once. It helps when turn lengths vary a lot:
+              a long turn no longer holds up every request that arrives after it.
+Decoding itself is rollout.engines.decode_batch.DecodeBatch (per-request seeds,
+temperature, top-p, stop tokens and budgets in one batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from configs.rollout import RolloutConfig
+from rollout.engines.base import EngineStats, GenerationResult, SamplingParams
+from rollout.engines.decode_batch import DecodeBatch, decode_batch
+
+log = logging.getLogger(__name__)
+
+__all__ = ["HFEngine", "decode_batch", "load_model"]
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    future: asyncio.Future
+
+
+class HFEngine:
+    """A transformers model on this machine behind the `Engine` interface."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        pad_token_id: int,
+        kv_capacity_tokens: int,
+        max_batch_size: int = 32,
+        batch_window_s: float = 0.005,
+        continuous: bool = True,
+    ) -> None:
+        self._model = model.eval()
+        self._pad = pad_token_id
+        self._capacity = kv_capacity_tokens
+        self._max_batch = max_batch_size
+        self._window_s = batch_window_s
+        self._continuous = continuous
+        self._queue: asyncio.Queue[_Request] = asyncio.Queue()
+        self._worker: asyncio.Task | None = None
+        self._inflight: dict[Hashable, _Request] = {}  # rows of the running batch
+        self._model_lock = asyncio.Lock()  # a weight swap waits for the running step
+        self.stats = EngineStats()
+
+    @classmethod
+    def from_pretrained(cls, path: str, *, dtype: str = "float32", **kwargs) -> HFEngine:
+        """Load a model dir (or hub id); `kwargs` are the constructor's sizes."""
+        model = load_model(path, dtype)
+        pad = model.config.pad_token_id
+        if pad is None:  # any id works: padded positions are masked out
+            pad = model.config.eos_token_id if isinstance(model.config.eos_token_id, int) else 0
+        return cls(model, pad_token_id=pad, **kwargs)
+
+    @classmethod
+    def from_config(cls, cfg: RolloutConfig, model_path: str) -> HFEngine:
+        return cls.from_pretrained(
+            model_path,
+            dtype=cfg.hf_dtype,
+            kv_capacity_tokens=cfg.hf_kv_capacity_tokens,
+            max_batch_size=cfg.hf_max_batch_size,
+            batch_window_s=cfg.hf_batch_window_s,
+            continuous=cfg.hf_batching == "continuous",
+        )
+
+    def kv_capacity_tokens(self) -> int:
+        return self._capacity
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
+        if params.max_new_tokens < 1:
+            return GenerationResult([], [], "length")
+        future = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Request(list(prompt_ids), params, future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._serve())
+        return await future
+
+    def _take(self, room: int) -> list[_Request]:
+        taken = []
+        while len(taken) < room and not self._queue.empty():
+            request = self._queue.get_nowait()
+            if not request.future.cancelled():
+                taken.append(request)
+        return taken
+
+    async def _serve(self) -> None:
+        batch = DecodeBatch(self._model, self._pad)
+        while True:
+            head: list[_Request] = []
+            if not batch:
+                head = [await self._queue.get()]
+                if self._window_s > 0 and self._queue.qsize() < self._max_batch - 1:
+                    await asyncio.sleep(self._window_s)  # let concurrent trajectories join this batch
+            async with self._model_lock:
+                batch.model = self._model  # the latest weights (update_weights swaps them)
+                joining = []
+                if self._continuous or not batch:
+                    joining = [r for r in head if not r.future.cancelled()]
+                    joining += self._take(self._max_batch - len(batch) - len(joining))
+                if not batch and not joining:
+                    continue
+                start = time.perf_counter()
+                try:
+                    finished = await asyncio.to_thread(self._advance, batch, joining)
+                except Exception as exc:  # answer every waiter; the loop keeps serving
+                    log.exception("hf engine batch failed")
+                    self._fail(list(self._inflight.values()) + joining, exc)
+                    batch = DecodeBatch(self._model, self._pad)
+                    continue
+                self.stats.busy_s += time.perf_counter() - start
+            if joining:
+                self.stats.batch_sizes.append(len(batch) + len(finished))
+            for key, result in finished:
+                request = self._inflight.pop(key)
+                self.stats.requests += 1
+                self.stats.prompt_tokens += len(request.prompt_ids)
+                self.stats.output_tokens += len(result.output_ids)
+                if not request.future.done():
+                    request.future.set_result(result)
+
+    def _advance(self, batch: DecodeBatch, joining: list[_Request]) -> list[tuple[Hashable, GenerationResult]]:
+        """In a worker thread: admit new rows, then one step (continuous) or every step (padded)."""
+        if joining:
+            for request in joining:
+                self._inflight[id(request)] = request
+            batch.add([(id(r), r.prompt_ids, r.params) for r in joining])
+        finished = batch.step()
+        while batch and not self._continuous:
+            finished += batch.step()
+        return finished
+
+    def _fail(self, requests: list[_Request], exc: BaseException) -> None:
+        for request in requests:
+            if not request.future.done():
+                request.future.set_exception(exc)
+        self._inflight.clear()
+
+    async def update_weights(self, path: str) -> None:
+        model = await asyncio.to_thread(load_model, path, str(self._model.dtype).removeprefix("torch."))
+        async with self._model_lock:
+            self._model = model.eval()  # rows still decoding continue under the new weights
+        log.info("hf engine loaded weights from %s", path)
+
+    async def flush_cache(self) -> None:
+        """Nothing to drop: KV lives only while a request decodes (no prefix cache across requests)."""
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+            self._worker = None
+        waiting = list(self._inflight.values()) + self._take(self._queue.qsize())
+        self._fail(waiting, RuntimeError("hf engine closed"))
+
+
+def load_model(path: str, dtype: str) -> torch.nn.Module:
+    return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))

@@ -1,0 +1,113 @@
+"""Client of one SGLang server's native HTTP API behind the `Engine` interface (SPEC §4, §10).
+
+Endpoints used (SGLang 0.5.x, NOTES.md): `POST /generate` with `input_ids`,
+`sampling_params` and `return_logprob`; `GET /server_info` for `max_total_num_tokens`
+(the KV capacity); `POST /update_weights_from_disk`; `POST /flush_cache`.
+Several servers: one engine per URL (`rollout.sglang_urls`), the dynamic scheduler spreads
+trajectories over them. A router URL works as one big engine; give its capacity with
+`rollout.sglang_kv_capacity_tokens` when its /server_info lacks it.
+CI runs this client against rollout/engines/fake_sglang.py; real SGLang needs a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+
+from configs.rollout import RolloutConfig
+from rollout.engines.base import EngineStats, GenerationResult, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+def _capacity_from(info: dict) -> int | None:
+    if isinstance(info.get("max_total_num_tokens"), int):
+        return info["max_total_num_tokens"]
+    for state in info.get("internal_states") or []:  # newer servers nest scheduler info here
+        if isinstance(state, dict) and isinstance(state.get("max_total_num_tokens"), int):
+            return state["max_total_num_tokens"]
+    return None
+
+
+def sampling_payload(prompt_ids: list[int], params: SamplingParams) -> dict:
+    sampling = {
+        "max_new_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "stop_token_ids": list(params.stop_token_ids),
+        "skip_special_tokens": False,  # tags and turn markers are part of the protocol
+    }
+    if params.seed is not None:
+        sampling["sampling_seed"] = params.seed
+    return {"input_ids": list(prompt_ids), "sampling_params": sampling, "return_logprob": True}
+
+
+def parse_generation(body: dict) -> GenerationResult:
+    meta = body.get("meta_info", {})
+    finish = meta.get("finish_reason") or {}
+    kind = finish.get("type") if isinstance(finish, dict) else finish
+    if kind not in ("stop", "length"):
+        raise RuntimeError(f"SGLang request ended with finish_reason {finish!r}")
+    output_ids = list(body["output_ids"])
+    logprobs = [float(entry[0]) if entry[0] is not None else 0.0 for entry in meta.get("output_token_logprobs", [])]
+    if len(logprobs) != len(output_ids):
+        raise RuntimeError(f"SGLang returned {len(output_ids)} tokens but {len(logprobs)} log-probs")
+    return GenerationResult(output_ids, logprobs, kind)
+
+
+class SGLangEngine:
+    """One SGLang server (or router) reached over HTTP."""
+
+    def __init__(self, url: str, *, timeout_s: float = 3600.0, kv_capacity_tokens: int | None = None) -> None:
+        self.url = url.rstrip("/")
+        self._timeout_s = timeout_s
+        self._capacity = kv_capacity_tokens if kv_capacity_tokens is not None else self._query_capacity()
+        # Thousands of trajectories may wait on one server at once: don't cap connections at httpx's 100.
+        limits = httpx.Limits(max_connections=4096, max_keepalive_connections=256)
+        self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout_s, limits=limits)
+        self.stats = EngineStats()
+
+    @classmethod
+    def from_config(cls, cfg: RolloutConfig, url: str) -> SGLangEngine:
+        return cls(url, timeout_s=cfg.sglang_timeout_s, kv_capacity_tokens=cfg.sglang_kv_capacity_tokens)
+
+    def _query_capacity(self) -> int:
+        # Once, at construction (before any event loop work): the scheduler needs it synchronously.
+        response = httpx.get(f"{self.url}/server_info", timeout=30.0)
+        response.raise_for_status()
+        capacity = _capacity_from(response.json())
+        if capacity is None:
+            raise RuntimeError(
+                f"{self.url}/server_info has no max_total_num_tokens; set rollout.sglang_kv_capacity_tokens"
+            )
+        return capacity
+
+    def kv_capacity_tokens(self) -> int:
+        return self._capacity
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
+        if params.max_new_tokens < 1:
+            return GenerationResult([], [], "length")
+        response = await self._client.post("/generate", json=sampling_payload(prompt_ids, params))
+        response.raise_for_status()
+        result = parse_generation(response.json())
+        self.stats.requests += 1
+        self.stats.prompt_tokens += len(prompt_ids)
+        self.stats.output_tokens += len(result.output_ids)
+        return result
+
+    async def update_weights(self, path: str) -> None:
+        response = await self._client.post("/update_weights_from_disk", json={"model_path": path})
+        response.raise_for_status()
+        body = response.json()
+        if not body.get("success", False):
+            raise RuntimeError(f"{self.url} refused the weights at {path}: {body.get('message')}")
+        log.info("%s loaded weights from %s", self.url, path)
+
+    async def flush_cache(self) -> None:
+        response = await self._client.post("/flush_cache")
+        response.raise_for_status()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,115 @@
+"""The rollout runtime other packages use: problems in, trajectories out (SPEC §2, §4, §5).
+
+async with build_runtime(cfg.rollout, cfg.sandbox, model_path, tokenizer_path) as rt:
+    groups = await rt.rollout(problems, samples_per_problem=16, max_turns=10,
+                              max_response_tokens=8192, temperature=1.0, seed=0)
+    rewards = await rt.score([t for g in groups for t in g], references_repeated)
+    await rt.update_weights(checkpoint_dir)   # after an RL step
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from transformers import AutoTokenizer
+
+from configs.rollout import RolloutConfig
+from configs.sandbox import SandboxConfig
+from pipeline.progress import report
+from rollout.agent_loop import AgentState, ToolRunner, TurnLimits
+from rollout.engines.base import Engine, build_engines
+from rollout.prompt import ChatFormat
+from rollout.reward import score
+from rollout.scheduler import get_scheduler
+from rollout.trajectory import Trajectory
+
+log = logging.getLogger(__name__)
+
+
+def trajectory_seed(seed: int, problem_index: int, sample_index: int) -> int:
+    """A well-spread 48-bit seed per sample; turn k samples with seed + k."""
+    return random.Random(f"{seed}:{problem_index}:{sample_index}").getrandbits(48)
+
+
+class RolloutRuntime:
+    """Engines + sandbox + chat format, ready to roll out batches of problems."""
+
+    def __init__(self, cfg: RolloutConfig, fmt: ChatFormat, engines: Sequence[Engine], sandbox: ToolRunner) -> None:
+        self.cfg = cfg
+        self.fmt = fmt
+        self.engines = list(engines)
+        self.sandbox = sandbox
+        self._schedule = get_scheduler(cfg.scheduler)
+
+    async def rollout(
+        self,
+        problems: list[str],
+        samples_per_problem: int,
+        max_turns: int,
+        max_response_tokens: int,
+        temperature: float,
+        seed: int,
+    ) -> list[list[Trajectory]]:
+        """`samples_per_problem` trajectories for each problem, one inner list per problem, in order."""
+        limits = TurnLimits(
+            max_turns=max_turns,
+            max_response_tokens=max_response_tokens,
+            temperature=temperature,
+            top_p=self.cfg.top_p,
+            max_tool_calls_per_turn=self.cfg.max_tool_calls_per_turn,
+        )
+        groups: list[list[Trajectory]] = []
+        states: list[AgentState] = []
+        for i, problem in enumerate(problems):
+            prompt = self.fmt.prompt_ids(problem)
+            group = [
+                Trajectory(i, j, list(prompt), seed=trajectory_seed(seed, i, j)) for j in range(samples_per_problem)
+            ]
+            groups.append(group)
+            states += [AgentState(t, self.fmt, limits) for t in group]
+
+        total, done = len(states), 0
+        start = time.perf_counter()
+
+        def on_done(_: Trajectory) -> None:
+            nonlocal done
+            done += 1
+            report(done, total, f"rollout: {done}/{total} trajectories")
+
+        report(0, total, f"rollout: 0/{total} trajectories")
+        await self._schedule(states, self.engines, self.sandbox, on_done)
+        elapsed = time.perf_counter() - start
+        tokens = sum(t.generated_tokens for g in groups for t in g)
+        log.info("rolled out %d trajectories in %.1f s (%.0f generated tokens/s)", total, elapsed, tokens / elapsed)
+        return groups
+
+    async def score(self, trajectories: Sequence[Trajectory], references: Sequence[str]) -> list[float]:
+        return await score(trajectories, references, self.sandbox)  # type: ignore[arg-type]
+
+    async def update_weights(self, path: str) -> None:
+        """Push new policy weights to every engine and drop prefixes cached under the old ones."""
+        for engine in self.engines:
+            await engine.update_weights(path)
+            await engine.flush_cache()
+
+
+@asynccontextmanager
+async def build_runtime(
+    rollout_cfg: RolloutConfig, sandbox_cfg: SandboxConfig, model_path: str, tokenizer_path: str
+) -> AsyncIterator[RolloutRuntime]:
+    """Start engines and the sandbox (a local service when `sandbox_cfg.urls` is empty); close both after."""
+    from sandbox.client import build_sandbox  # the sandbox package owns its client and server
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    fmt = ChatFormat(tokenizer)
+    engines = build_engines(rollout_cfg, model_path, tokenizer)
+    try:
+        async with build_sandbox(sandbox_cfg) as sandbox:
+            yield RolloutRuntime(rollout_cfg, fmt, engines, sandbox)
+    finally:
+        for engine in engines:
+            await engine.aclose()

@@ -1,0 +1,80 @@
+"""The record of one rollout (SPEC §2): what RL trains on and what evaluation scores.
+
+`prompt_ids + response_ids` is the whole token sequence; `loss_mask`, `logprobs` align
+with `response_ids` (the shape TRL's `rollout_func` wants: completion ids, logprobs,
+env_mask). The response budget counts every response token, tool feedback included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sandbox.types import CallStatus, VerifyStatus
+
+TrajectoryFinish = Literal["stop", "turns", "length"]
+
+
+@dataclass
+class ToolCallRecord:
+    """One tool call the model made and how it went."""
+
+    turn: int  # index of the assistant turn (0-based) that made the call
+    status: CallStatus  # ok | error | timeout | invalid_call | resource_limit (drives p_err, SPEC §6)
+    elapsed_s: float  # time inside the service for this call, seconds (0 for calls answered locally)
+    feedback_chars: int  # length of the feedback text the model got, characters
+
+
+@dataclass
+class Timings:
+    """Wall-clock seconds spent on one trajectory, by kind."""
+
+    queue_s: float = 0.0  # waiting for a KV reservation on an engine (dynamic) or a turn barrier (static)
+    generation_s: float = 0.0  # awaiting the engine, summed over turns (includes engine-side queueing)
+    tool_s: float = 0.0  # awaiting the sandbox, summed over turns
+    verification_s: float = 0.0  # answer verification (filled by rollout.reward.score)
+    total_s: float = 0.0  # first request to last token
+
+
+@dataclass
+class Trajectory:
+    """One problem, one sample: every token, who wrote it, and how the rollout went."""
+
+    problem_index: int  # position of the problem in the rollout() call
+    sample_index: int  # 0..samples_per_problem-1
+    prompt_ids: list[int]  # rendered system + tools + problem + assistant header, tokens
+    response_ids: list[int] = field(default_factory=list)  # everything after the prompt, tokens
+    loss_mask: list[int] = field(default_factory=list)  # len(response_ids); 1 on model-generated tokens only
+    logprobs: list[float] = field(default_factory=list)  # len(response_ids); sampling log-prob, 0.0 where mask 0
+    turns: list[str] = field(default_factory=list)  # text of each assistant turn as generated (specials kept)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)  # in call order
+    final_answer: str | None = None  # last \boxed{} content of the model's text (rollout.reward), None if none
+    finish_reason: TrajectoryFinish | None = None  # stop: turn without call; turns: limit T; length: budget
+    engine_index: int = -1  # engine that served every turn (pinned, SPEC §4)
+    seed: int = 0  # sampling seed of the first turn; turn k uses seed + k
+    timings: Timings = field(default_factory=Timings)
+    reward: float | None = None  # 1.0 / 0.0 once scored (rollout.reward.score)
+    verify_status: VerifyStatus | None = None  # ok | timeout | error once scored
+
+    @property
+    def model_text(self) -> str:
+        """All text the model generated (mask 1), turns joined: the only place answers come from."""
+        return "".join(self.turns)
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    @property
+    def response_tokens(self) -> int:
+        return len(self.response_ids)
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+    def append(self, ids: list[int], mask_value: int, logprobs: list[float] | None = None) -> None:
+        """Add a span of tokens written by the model (mask 1) or by the environment (mask 0)."""
+        self.response_ids.extend(ids)
+        self.loss_mask.extend([mask_value] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))

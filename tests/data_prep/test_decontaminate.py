@@ -1,0 +1,145 @@
+"""8-gram decontamination: planted overlaps are all found, nothing else is removed."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from configs.data import BenchmarkSource, DecontaminateConfig
+from data_prep import decontaminate
+from data_prep.ngrams import NgramIndex, words
+from data_prep.records import RLProblem
+from data_prep.synthetic import generate_problems
+from data_prep.tables import read_problems, write_problems
+
+BENCH_A = [
+    {"id": "a-1", "problem": "Find the number of ordered pairs of positive integers whose product equals the "
+                             "perimeter of a rectangle with integer sides."},
+    {"id": "a-2", "problem": "Let $\\triangle ABC$ have circumcenter $O$ and incenter $I$ with "
+                             "$\\overline{IA}\\perp\\overline{OI}$; find $AB\\cdot AC$."},
+]
+BENCH_B = [  # GPQA-like: the question and each choice are indexed separately
+    {"id": "b-1", "question": "Which enzyme unwinds the double helix during DNA replication in bacteria?",
+     "choices": ["Helicase moves ahead of the fork and separates both parental strands", "Ligase", "4", "RNase H"]},
+]
+SENTINEL = "zzqx"  # a word no benchmark has: stops a near miss from borrowing its neighbours' words
+
+
+def _span(text: str, start: int, length: int) -> str:
+    return " ".join(words(text)[start:start + length])
+
+
+def _plant(rng: random.Random, base: list[RLProblem], sources: list[tuple[str, str, str]]):
+    """Problems with planted 8-word spans (expected hits) and 7-word near misses."""
+    planted, near = {}, set()
+    out = []
+    for i, p in enumerate(base):
+        bench, item, text = sources[i % len(sources)]
+        n = len(words(text))
+        if i % 5 == 0:
+            start = rng.randrange(0, n - 8 + 1)
+            span = _span(text, start, 8).upper()  # case and spacing differ from the benchmark copy
+            out.append(RLProblem(p.id, p.source, f"{p.problem} {SENTINEL}, {span}!? {SENTINEL}", p.answer))
+            planted[p.id] = bench
+        elif i % 5 == 1:
+            start = rng.randrange(0, n - 7 + 1)
+            out.append(RLProblem(p.id, p.source, f"{p.problem} {SENTINEL} {_span(text, start, 7)} {SENTINEL}",
+                                 p.answer))
+            near.add(p.id)
+        else:
+            out.append(p)
+    return out, planted, near
+
+
+def _sources() -> list[tuple[str, str, str]]:
+    return ([("bench_a", r["id"], r["problem"]) for r in BENCH_A] + [("bench_b", "b-1", BENCH_B[0]["question"]),
+                                                                      ("bench_b", "b-1", BENCH_B[0]["choices"][0])])
+
+
+def test_index_finds_planted_spans_and_only_those():
+    index = NgramIndex(8)
+    for bench, item, text in _sources():
+        index.add(bench, item, text)
+    base = [RLProblem(p.id, "synthetic", p.problem, p.answer) for p in generate_problems(200, 0, "planted")]
+    problems, planted, near = _plant(random.Random(0), base, _sources())
+    found = {p.id: {o.benchmark for o in index.overlaps(p.problem)} for p in problems}
+    found = {k: v for k, v in found.items() if v}
+    assert found == {pid: {bench} for pid, bench in planted.items()}
+    assert len(planted) == 40 and len(near) == 40
+
+
+def test_short_benchmark_texts_match_only_whole():
+    index = NgramIndex(8)
+    index.add("b", "1", "4")
+    index.add("b", "2", "Compute 12 squared plus 5 squared.")
+    assert index.overlaps("What is 2 + 2? 4") == []
+    assert [o.item_id for o in index.overlaps("compute 12 SQUARED plus 5 squared")] == ["2"]
+
+
+@pytest.fixture
+def bench_files(tmp_path):
+    a, b = tmp_path / "bench_a.jsonl", tmp_path / "bench_b.jsonl"
+    a.write_text("".join(json.dumps(r) + "\n" for r in BENCH_A))
+    b.write_text("".join(json.dumps(r) + "\n" for r in BENCH_B))
+    return a, b
+
+
+def test_stage_removes_planted_reports_per_benchmark_and_skips_absent(tmp_path, bench_files):
+    base = [RLProblem(p.id, "synthetic", p.problem, p.answer) for p in generate_problems(300, 1, "planted")]
+    problems, planted, _ = _plant(random.Random(1), base, _sources())
+    # One training problem is a verbatim item of the synthetic eval set: found through the eval benchmark.
+    eval_item = generate_problems(5, 0, "eval")[3]
+    problems.append(RLProblem("dup-eval", "synthetic", eval_item.problem, eval_item.answer))
+    planted["dup-eval"] = "synthetic_eval"
+    upstream = tmp_path / "rl_curation"
+    upstream.mkdir()
+    write_problems(upstream / "problems.parquet", problems)
+    cfg = DecontaminateConfig(benchmarks=[
+        BenchmarkSource(name="synthetic_eval", location="synthetic"),
+        BenchmarkSource(name="bench_a", location=str(bench_files[0])),
+        BenchmarkSource(name="bench_b", location=str(bench_files[1]), text_fields=["question", "choices"]),
+        BenchmarkSource(name="absent", location=str(tmp_path / "nope.jsonl")),
+    ], synthetic_eval_problems=50)
+    out = tmp_path / "out"
+    out.mkdir()
+    metrics = decontaminate.run(cfg, {"rl_curation": upstream}, out)
+
+    expected = {b: sum(1 for v in planted.values() if v == b) for b in ("bench_a", "bench_b", "synthetic_eval")}
+    assert metrics["removed"] == len(planted) == 61
+    assert {b: metrics[f"removed_{b}"] for b in expected} == expected
+    assert metrics["benchmarks_skipped"] == 1 and metrics["benchmarks_indexed"] == 3
+    kept = read_problems(out / "problems.parquet")
+    assert {p.id for p in kept} == {p.id for p in problems} - set(planted)
+    removed = [json.loads(line) for line in (out / "removed.jsonl").read_text().splitlines()]
+    assert {r["id"]: r["overlaps"][0]["benchmark"] for r in removed} == planted
+    card = (out / "card.md").read_text()
+    assert "skipped" in card and "bench_b" in card and "shares" in card
+    assert len(read_problems(out / "synthetic_eval.parquet")) == 50
+
+
+def test_missing_benchmark_fails_when_configured(tmp_path):
+    upstream = tmp_path / "rl"
+    upstream.mkdir()
+    write_problems(upstream / "problems.parquet", [])
+    cfg = DecontaminateConfig(benchmarks=[BenchmarkSource(name="x", location=str(tmp_path / "nope.jsonl"))],
+                              on_missing_benchmark="fail")
+    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+        decontaminate.run(cfg, {"rl_curation": upstream}, tmp_path)
+
+
+def test_real_benchmarks_planted(shared_data):
+    """Spans of the real benchmark copies planted into synthetic problems: all found, nothing else."""
+    index = NgramIndex(8)
+    sources = []
+    for name, field in [("aime2024", "problem"), ("aime2025", "problem"), ("hmmt_feb_2025", "problem"),
+                        ("math500", "problem"), ("gpqa_diamond", "question")]:
+        rows = [json.loads(x) for x in (shared_data / "benchmarks" / f"{name}.jsonl").read_text().splitlines()]
+        for r in rows:
+            index.add(name, r["id"], r[field])
+        sources += [(name, r["id"], r[field]) for r in rows[:6] if len(words(r[field])) >= 8]
+    base = [RLProblem(p.id, "synthetic", p.problem, p.answer) for p in generate_problems(300, 2, "planted")]
+    problems, planted, _ = _plant(random.Random(2), base, sources)
+    hits = {p.id for p in problems if index.overlaps(p.problem)}
+    assert hits == set(planted)

@@ -1,0 +1,135 @@
+"""The local transformers engine: exact greedy decoding, seeds, stops, log-probs, batching."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from configs.rollout import RolloutConfig
+from rollout.engines.base import Engine, SamplingParams, build_engines
+from rollout.engines.hf import HFEngine, decode_batch
+
+PAD = 4070
+
+
+@pytest.fixture(scope="module")
+def model(tiny_assets):
+    return AutoModelForCausalLM.from_pretrained(tiny_assets.model).eval()
+
+
+@pytest.fixture(scope="module")
+def prompts(small_fmt):
+    texts = ["What is 2 + 2?", "a", "The quick brown fox jumps over the lazy dog, twice."]
+    return [small_fmt.encode(t) for t in texts]
+
+
+def test_greedy_batch_matches_transformers_generate(model, prompts):
+    budgets = [5, 17, 30]
+    results = decode_batch(model, prompts, [SamplingParams(n, temperature=0.0) for n in budgets], PAD)
+    for p, n, r in zip(prompts, budgets, results, strict=True):
+        reference = model.generate(torch.tensor([p]), max_new_tokens=n, do_sample=False, eos_token_id=None)
+        assert r.output_ids == reference[0, len(p) :].tolist()
+        assert r.finish_reason == "length" and len(r.logprobs) == n
+
+
+def test_seeded_samples_do_not_depend_on_the_batch(model, prompts):
+    params = [SamplingParams(24, temperature=1.0, seed=100 + i) for i in range(3)]
+    together = decode_batch(model, prompts, params, PAD)
+    alone = decode_batch(model, prompts[2:], params[2:], PAD)
+    assert together[2].output_ids == alone[0].output_ids
+    again = decode_batch(model, prompts[:1], [SamplingParams(24, temperature=1.0, seed=101)], PAD)
+    assert again[0].output_ids != together[0].output_ids  # another seed, another sample
+
+
+def test_logprobs_are_the_sampling_distribution(model, prompts):
+    temperature = 0.7
+    (r,) = decode_batch(model, prompts[:1], [SamplingParams(16, temperature=temperature, seed=3)], PAD)
+    ids = torch.tensor([prompts[0] + r.output_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompts[0]) - 1 : -1].float() / temperature
+    expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(r.output_ids)[:, None]).squeeze(-1)
+    assert torch.allclose(torch.tensor(r.logprobs), expected, atol=1e-4)
+
+
+def test_stop_token_ends_the_row_and_is_returned(model, prompts):
+    (greedy,) = decode_batch(model, prompts[:1], [SamplingParams(8, temperature=0.0)], PAD)
+    stop = greedy.output_ids[3]
+    first = greedy.output_ids.index(stop)
+    (r,) = decode_batch(model, prompts[:1], [SamplingParams(8, temperature=0.0, stop_token_ids=(stop,))], PAD)
+    assert r.finish_reason == "stop" and r.output_ids == greedy.output_ids[: first + 1]
+
+
+def test_tiny_top_p_is_greedy(model, prompts):
+    (greedy,) = decode_batch(model, prompts[1:2], [SamplingParams(12, temperature=0.0)], PAD)
+    (nucleus,) = decode_batch(model, prompts[1:2], [SamplingParams(12, temperature=1.0, top_p=1e-6, seed=9)], PAD)
+    assert nucleus.output_ids == greedy.output_ids
+
+
+async def test_concurrent_requests_share_a_batch(tiny_assets, prompts):
+    (engine,) = build_engines(RolloutConfig(hf_batch_window_s=0.05), tiny_assets.model)
+    assert isinstance(engine, Engine) and engine.kv_capacity_tokens() == RolloutConfig().hf_kv_capacity_tokens
+    params = [SamplingParams(10, temperature=1.0, seed=i) for i in range(3)]
+    try:
+        results = await asyncio.gather(*(engine.generate(p, s) for p, s in zip(prompts, params, strict=True)))
+    finally:
+        await engine.aclose()
+    assert engine.stats.batch_sizes == [3] and engine.stats.output_tokens == 30
+    direct = decode_batch(engine._model, prompts, params, PAD)
+    assert [r.output_ids for r in results] == [d.output_ids for d in direct]
+
+
+async def test_update_weights_changes_the_policy(tiny_assets, tmp_path, prompts):
+    engine = HFEngine.from_pretrained(tiny_assets.model, kv_capacity_tokens=1000)
+    params = SamplingParams(12, temperature=0.0)
+    before = await engine.generate(prompts[0], params)
+    changed = AutoModelForCausalLM.from_pretrained(tiny_assets.model)
+    with torch.no_grad():
+        for p in changed.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    changed.save_pretrained(tmp_path)
+    await engine.update_weights(str(tmp_path))
+    after = await engine.generate(prompts[0], params)
+    await engine.aclose()
+    assert after.output_ids != before.output_ids
+
+
+def test_rows_joining_a_running_batch_decode_as_if_alone(model, prompts):
+    from rollout.engines.decode_batch import DecodeBatch
+
+    params = [
+        SamplingParams(20, temperature=0.0),
+        SamplingParams(9, temperature=1.0, seed=4),
+        SamplingParams(15, temperature=0.0),
+    ]
+    alone = [decode_batch(model, [p], [s], PAD)[0] for p, s in zip(prompts, params, strict=True)]
+    batch = DecodeBatch(model, PAD)
+    batch.add([(0, prompts[0], params[0])])
+    finished = {}
+    for step in range(40):
+        if step == 3:
+            batch.add([(1, prompts[1], params[1])])  # shorter prompt than the cache: left-padded in
+        if step == 6:
+            batch.add([(2, prompts[2], params[2])])  # longer: the running rows get padded
+        finished.update(batch.step())
+        if not batch and len(finished) == 3:
+            break
+    assert [finished[i].output_ids for i in range(3)] == [a.output_ids for a in alone]
+    for i in range(3):
+        assert finished[i].logprobs == pytest.approx(alone[i].logprobs, abs=1e-4)
+    assert batch.cache is None  # everything left: the cache is gone too
+
+
+async def test_continuous_engine_answers_short_requests_while_a_long_one_runs(tiny_assets, prompts):
+    cfg = RolloutConfig(hf_batching="continuous", hf_batch_window_s=0.0)
+    (engine,) = build_engines(cfg, tiny_assets.model)
+    long = asyncio.create_task(engine.generate(prompts[0], SamplingParams(400, temperature=0.0)))
+    await asyncio.sleep(0.05)
+    short = await engine.generate(prompts[1], SamplingParams(5, temperature=1.0, seed=1))
+    assert not long.done()  # the short request joined and left while the long one kept decoding
+    result = await long
+    await engine.aclose()
+    assert len(result.output_ids) == 400 and len(short.output_ids) == 5
+    assert short.output_ids == decode_batch(engine._model, prompts[1:2], [SamplingParams(5, seed=1)], PAD)[0].output_ids
