@@ -49,7 +49,9 @@ def _run(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], forc
     return ref
 
 
-@flow(name="rstar-full", flow_run_name="{config}", log_prints=True)
+# No log_prints: it reroutes print() to the logger, and stages that capture program output
+# (the synthetic task runs its generated programs) would see nothing.
+@flow(name="rstar-full", flow_run_name="{config}")
 def rstar_full(
     config: str = "configs/tiny.yaml",
     overrides: list[str] | None = None,

@@ -55,6 +55,13 @@ def test_paper_numbers():
     assert (c.eval.samples_per_problem, c.eval.temperature) == (16, 0.6)
     assert (c.eval.max_response_tokens, c.eval.max_turns) == (30000, 30)
     assert c.hardware.gpus_per_node * c.hardware.nodes == 64
+    counts = {s.source: s.examples for s in c.data.cold_start.sources}  # SPEC §8 mixture
+    assert counts["toolace"] + counts["apigen_mt"] + counts["glaive_fc_v2"] == 117_000
+    assert counts["magicoder_oss"] + counts["magicoder_evol"] == 48_000
+    assert (counts["tulu3"], counts["nemotron_chat"]) == (30_000, 27_000)
+    agree = c.data.rl_curation.agreement
+    assert (agree.model, agree.samples_per_problem, agree.min_agreeing) == ("Qwen/Qwen3-32B", 16, 2)
+    assert c.data.decontaminate.ngram_words == 8
 
 
 def test_dotted_override_sets_nested_value():

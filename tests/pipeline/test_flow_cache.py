@@ -130,3 +130,18 @@ def test_real_flow_refuses_paper_config_without_gpus(tmp_path):
     with pytest.raises(Exception, match=r"needs 8 GPU\(s\) per node"):
         rstar_full(config="configs/rstar2_agent_14b.yaml", overrides=[f"run.artifacts_root={tmp_path}"])
     assert not any(tmp_path.iterdir())
+
+
+def test_real_flow_runs_implemented_stages_on_tiny_config(tmp_path):
+    """The real stages through the real flow: what `make demo` runs, minus the worker."""
+    from pipeline.stages import STAGES
+    from pipeline.status import last_implemented
+
+    until = last_implemented()
+    out = rstar_full(config="configs/tiny.yaml", overrides=[f"run.artifacts_root={tmp_path}"], until=until)
+    ran = [s.name for s in STAGES][: len(out)]
+    assert list(out) == ran and ran[-1] == until
+    for ref in out.values():
+        assert (__import__("pathlib").Path(ref["uri"]) / "manifest.json").exists()
+    again = rstar_full(config="configs/tiny.yaml", overrides=[f"run.artifacts_root={tmp_path}"], until=until)
+    assert again == out  # all cache hits
