@@ -1,12 +1,76 @@
-"""Config section `sandbox` (SPEC §3). Owned by the sandbox package; defaults live here."""
+"""Config section `sandbox` (SPEC §3). Owned by the sandbox package; defaults live here.
+
+The same model configures the client (urls, batching, retries) and the server it starts
+locally when `urls` is empty; a remote server is started with its own copy
+(`python -m sandbox.server --config-json '{...}'`).
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    # --- client side ---
     urls: list[str] = []  # empty: start a local service on loopback for this run
+    batch_window_ms: float = 5.0  # a batch leaves when full or this long after its first call
+    max_batch_calls: int = Field(64, ge=1)  # calls (or answer pairs) per HTTP request, SPEC §3
+    request_timeout_s: float = 600.0  # one HTTP request; a batch queues behind others on the server
+    retry_attempts: int = Field(3, ge=1)  # servers tried for one batch before it is answered as failed
+    server_cooldown_s: float = 5.0  # a server that failed is skipped this long
+    startup_timeout_s: float = 120.0  # local server: imports + zygote warm-up + verify workers
+
+    # --- limits of one call (SPEC §3) ---
     timeout_s: float = 10.0  # wall-clock limit of one call
+    cpu_time_s: int = Field(10, ge=1)  # RLIMIT_CPU of each process of a call
+    memory_mb: int = Field(1024, ge=64)  # address space a call may add on top of the preloaded image
+    file_size_mb: int = Field(64, ge=1)  # RLIMIT_FSIZE: largest file a call may write
+    max_open_files: int = Field(64, ge=16)  # RLIMIT_NOFILE
+    max_processes: int = Field(32, ge=1)  # RLIMIT_NPROC of the slot's uid: processes + threads
+    max_output_chars: int = Field(4096, ge=64)  # feedback longer than this is cut in the middle
+    max_stream_mb: int = Field(16, ge=1)  # bytes read from stdout/stderr before the call is stopped
+    scratch_mb: int = Field(512, ge=16)  # size of the private tmpfs holding every slot's scratch dir
+
+    # --- server side ---
+    exec_workers: int | None = None  # concurrent calls; None: 4 per CPU core of the serving machine
+    verify_workers: int = Field(2, ge=1)  # math-verify worker processes
+    verify_timeout_s: int = Field(5, ge=1)  # math-verify's own timeout (signal.alarm, whole seconds)
+    verify_kill_after_s: float = 20.0  # a worker busy this long on one pair is killed and replaced
+    verify_memory_mb: int = Field(4096, ge=256)  # address space a verify worker may add after warm-up
+    uid_base: int = Field(61000, ge=1000)  # slot k runs as uid/gid uid_base + k when started as root
+    drop_privileges: bool = True  # as root, run calls as per-slot uids; False only to exercise the fallback
+    isolate_network: bool = True  # enter a network namespace once, in the zygote
+    private_tmp: bool = True  # mount namespace: private tmpfs on /tmp, read-only /var/tmp, /dev/shm
+    hidden_paths: list[str] = ["/root", "/home"]  # empty read-only tmpfs over these (Python kept visible)
+    # Also hide this repository (artifacts, configs) and ../shared (data, benchmark answers):
+    # a program must not find reference answers on disk either. Add other data roots above.
+    hide_project_data: bool = True
+    # Imported (and sympy warmed) once in the zygote. Each preloaded MB costs every call
+    # ~50 µs of fork + exit: scipy.linalg/special/optimize/integrate would add ~5 ms per call,
+    # while importing one of them inside a call costs 0.3-0.5 s (scipy.stats 1.2 s). Add them
+    # when more than ~1 % of calls use them.
+    preload_modules: list[str] = [
+        "numpy",
+        "scipy",
+        "sympy",
+        "fractions",
+        "decimal",
+        "itertools",
+        "functools",
+        "collections",
+        "statistics",
+        "heapq",
+        "bisect",
+        "random",
+        "re",
+    ]
+
+    @model_validator(mode="after")
+    def _limits_fit(self) -> SandboxConfig:
+        if self.verify_kill_after_s <= self.verify_timeout_s:
+            raise ValueError("verify_kill_after_s must exceed verify_timeout_s")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        return self

@@ -1,0 +1,184 @@
+"""Benchmark of the code execution service against the reference design (issue 3, point 7).
+
+    python -m benchmarks.sandbox [--calls 500] [--ref-calls 40] [--pool-calls 2000]
+
+Prints calls/s and p50/p99 latency on one mix of programs (print, numpy, a sympy solve,
+an exception, a short loop) for
+  (a) this service, through HTTP with the batching client (local server on loopback);
+  (b) the reference design: a fresh python3 per call importing numpy/scipy/sympy, rlimits only;
+  (c) an unisolated warm process pool (state leaks between calls): the upper bound;
+then the ratios a/b and a/c, the p50 of a trivial call at low load, and verification
+throughput (answers/s) on a mix of answer pairs. Everything runs on this machine, in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+
+from configs.sandbox import SandboxConfig
+from sandbox.client import build_sandbox
+from sandbox.types import ToolCall
+
+MIX = {
+    "print": "print('hello', 6 * 7)",
+    "numpy": "import numpy as np\na = np.arange(1000).reshape(10, 100)\nprint(a.sum(), a.mean(axis=0)[:3])",
+    "sympy_solve": "import sympy as sp\nx = sp.symbols('x')\nprint(sp.solve(x**3 - 6*x**2 + 11*x - 6, x))",
+    "exception": "def f(d):\n    return d['missing']\nf({})",
+    "short_loop": "s = 0\nfor i in range(20000):\n    s += i * i % 7\nprint(s)",
+}
+PAIRS = [
+    ("\\boxed{42}", "42"), ("\\boxed{41}", "42"), ("\\boxed{\\frac{1}{2}}", "0.5"), ("\\boxed{0.5}", "\\frac{1}{2}"),
+    ("\\boxed{2\\sqrt{3}}", "\\sqrt{12}"), ("\\boxed{x^2+2x+1}", "(x+1)^2"), ("\\boxed{\\{1,2,3\\}}", "\\{3,2,1\\}"),
+    ("\\boxed{(1,2]}", "(1,2]"), ("\\boxed{1000}", "1,000"), ("no answer here", "7"),
+]
+
+
+def _percentiles(lat: list[float]) -> tuple[float, float]:
+    lat = sorted(lat)
+    return statistics.median(lat), lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+
+
+def _workload(n: int) -> list[str]:
+    kinds = list(MIX.values())
+    return [kinds[i % len(kinds)] for i in range(n)]
+
+
+async def bench_service(n: int, concurrency: int) -> dict:
+    async with build_sandbox(SandboxConfig()) as sb:
+        await sb.run_batch([ToolCall(code=c) for c in _workload(20)])  # warm the path
+        trivial = []
+        for _ in range(50):  # low load: one call at a time
+            t = time.perf_counter()
+            await sb.run(ToolCall(code="print(1)"))
+            trivial.append(time.perf_counter() - t)
+        queue = list(_workload(n))
+        lat: list[float] = []
+        statuses: dict[str, int] = {}
+
+        async def worker() -> None:
+            while queue:
+                code = queue.pop()
+                t = time.perf_counter()
+                res = await sb.run(ToolCall(code=code))
+                lat.append(time.perf_counter() - t)
+                statuses[res.status] = statuses.get(res.status, 0) + 1
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - start
+        pairs = PAIRS * 20
+        await sb.verify_batch(PAIRS)
+        t = time.perf_counter()
+        verdicts = await sb.verify_batch(pairs)
+        verify_wall = time.perf_counter() - t
+    p50, p99 = _percentiles(lat)
+    return {"calls_s": n / wall, "p50": p50, "p99": p99, "statuses": statuses,
+            "trivial_p50": statistics.median(trivial), "verify_s": len(pairs) / verify_wall,
+            "verify_correct": sum(v.score for v in verdicts), "verify_n": len(pairs)}
+
+
+def _limits() -> None:
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CPU, (10, 11))
+    resource.setrlimit(resource.RLIMIT_AS, (4096 * mb, 4096 * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * mb, 64 * mb))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+
+def _reference_call(code: str) -> float:
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import numpy, scipy, sympy\n" + code], capture_output=True,
+                   timeout=30, preexec_fn=_limits, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    return time.perf_counter() - t
+
+
+def bench_reference(n: int, concurrency: int) -> dict:
+    from concurrent.futures import ThreadPoolExecutor
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        lat = list(pool.map(_reference_call, _workload(n)))
+    wall = time.perf_counter() - start
+    p50, p99 = _percentiles(lat)
+    return {"calls_s": n / wall, "p50": p50, "p99": p99}
+
+
+def _pool_init() -> None:
+    import numpy  # noqa: F401
+    import scipy  # noqa: F401
+    import sympy  # noqa: F401
+
+
+def _pool_call(code: str) -> tuple[str, float]:
+    t = time.perf_counter()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            exec(compile(code, "main.py", "exec"), {"__name__": "__main__"})
+        except Exception:
+            out.write(traceback.format_exc())
+    return out.getvalue(), time.perf_counter() - t
+
+
+async def _bench_pool_async(pool: ProcessPoolExecutor, n: int, concurrency: int) -> tuple[list[float], float]:
+    loop = asyncio.get_running_loop()
+    queue = list(_workload(n))
+    lat: list[float] = []
+
+    async def worker() -> None:
+        while queue:
+            code = queue.pop()
+            t = time.perf_counter()
+            await loop.run_in_executor(pool, _pool_call, code)
+            lat.append(time.perf_counter() - t)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return lat, time.perf_counter() - start
+
+
+def bench_pool(n: int, workers: int, concurrency: int) -> dict:
+    with ProcessPoolExecutor(workers, initializer=_pool_init) as pool:
+        list(pool.map(_pool_call, _workload(20)))
+        lat, wall = asyncio.run(_bench_pool_async(pool, n, concurrency))
+    p50, p99 = _percentiles(lat)
+    return {"calls_s": n / wall, "p50": p50, "p99": p99}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--ref-calls", type=int, default=40)
+    parser.add_argument("--pool-calls", type=int, default=2000)
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    a = asyncio.run(bench_service(args.calls, args.concurrency))
+    b = bench_reference(args.ref_calls, cores)
+    c = bench_pool(args.pool_calls, cores, args.concurrency)
+    print(f"machine: {cores} CPU cores; mix of {len(MIX)} programs ({', '.join(MIX)})")
+    print(f"{'design':<44}{'calls/s':>10}{'p50 ms':>10}{'p99 ms':>10}")
+    for name, r in (("(a) this service (HTTP, isolated, batched)", a),
+                    ("(b) reference: fresh python3 + imports", b), ("(c) warm unisolated pool", c)):
+        print(f"{name:<44}{r['calls_s']:>10.1f}{r['p50'] * 1000:>10.1f}{r['p99'] * 1000:>10.1f}")
+    print(f"ratio a/b (calls/s): {a['calls_s'] / b['calls_s']:.1f}   (target >= 30)")
+    print(f"ratio a/c (calls/s): {a['calls_s'] / c['calls_s']:.3f}")
+    print(f"trivial call p50 at low load (a): {a['trivial_p50'] * 1000:.1f} ms   (target <= 25 ms)")
+    print(f"statuses (a): {a['statuses']}")
+    print(f"verification: {a['verify_s']:.1f} answers/s on {a['verify_n']} pairs "
+          f"({a['verify_correct']:.0f} judged correct)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""One sandbox child: the process a single call runs in, forked by the zygote ahead of time.
+
+Setup happens before the call arrives (off the latency path): own session and process
+group, kill whatever the slot's uid left running, a fresh scratch dir, privileges
+dropped to the slot's uid, no new privileges, death with the zygote. Then it blocks on
+its result socket for the request, sets the rlimits and runs the program.
+
+fds: 0 stdin (a memfd with the call's input), 1/2 pipes read by the server, 3 the result
+socket (not inherited by the program's subprocesses).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import signal
+import struct
+import sys
+
+from sandbox import isolation
+from sandbox.runner import run_program, send_and_exit
+
+RESULT_FD = 3
+HEADER = struct.Struct(">Q")  # request = 8-byte length + JSON {"code", "input"}
+
+
+def _place_fds(result_fd: int, out_w: int, err_w: int) -> None:
+    # Move sources out of the way first so a dup2 cannot clobber one that sits on 0..3.
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (result_fd, out_w, err_w)]
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(high[1], 1)
+    os.dup2(high[2], 2)
+    os.dup2(high[0], RESULT_FD, inheritable=False)
+    os.closerange(RESULT_FD + 1, 1 << 16)
+
+
+def _read_request() -> dict:
+    def read_exact(n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = os.read(RESULT_FD, min(left, 1 << 20))
+            if not chunk:
+                os._exit(0)  # the server dropped this child (shutdown)
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    (size,) = HEADER.unpack(read_exact(HEADER.size))
+    return json.loads(read_exact(size))
+
+
+def _stdin_from(text: str) -> None:
+    fd = os.memfd_create("stdin")
+    data = text.encode("utf-8", "replace")
+    while data:
+        data = data[os.write(fd, data) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.dup2(fd, 0)
+    os.close(fd)
+
+
+def _fresh_stdio() -> None:
+    """New text streams over fds 0-2, as a fresh interpreter would have them."""
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
+    )
+
+
+def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: int, s: dict) -> None:
+    zygote_pid = os.getppid()
+    os.setsid()  # own process group: the server kills the whole group at the end of the call
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    _place_fds(result_fd, out_w, err_w)
+    scratch = os.path.join(isolation.SCRATCH_ROOT if s["private_tmp"] else s["scratch_root"], f"slot-{slot}")
+    if uid is not None:
+        isolation.sweep_uid(uid)
+    isolation.prepare_scratch(scratch, uid)
+    if uid is not None:
+        isolation.drop_privileges(uid)
+        nproc = s["max_processes"]
+    else:
+        # RLIMIT_NPROC counts every process of our uid system-wide (NOTES).
+        nproc = isolation.count_own_processes() + s["max_processes"]
+    isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)  # setuid binaries cannot raise us back
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)  # cleared by setuid: set after
+    if os.getppid() != zygote_pid:
+        os._exit(0)
+    os.chdir(scratch)
+    os.environ.update(HOME=scratch, TMPDIR=scratch, PWD=scratch)
+    sys.dont_write_bytecode = True
+
+    request = _read_request()
+    _stdin_from(request.get("input", ""))
+    _fresh_stdio()
+    owner = os.getpid()
+    isolation.set_call_limits(s, nproc)
+    record = run_program(request["code"], s["keep_chars"])
+    send_and_exit(record, RESULT_FD, owner)

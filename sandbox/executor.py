@@ -1,0 +1,241 @@
+"""Runs calls on forked-ahead sandbox children: the server's half of SPEC §3.
+
+Each of `exec_workers` slots owns at most one child at a time. A call takes a ready
+child, sends it the code, reads its stdout/stderr pipes (keeping both ends) and its
+result record under the wall-clock limit, then kills the child's whole process group
+and asks the zygote for the slot's next child, whose setup kills anything of the slot's
+uid still alive and empties the scratch dir before another call can use the slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections import Counter
+
+from configs.sandbox import SandboxConfig
+from sandbox import feedback as fb
+from sandbox import isolation
+from sandbox.child import HEADER
+from sandbox.feedback import Clip, StreamCapture
+from sandbox.pipe_pump import PipePump
+from sandbox.types import SandboxResult
+from sandbox.zygote_link import REPO_ROOT, Child, ZygoteLink
+
+log = logging.getLogger(__name__)
+
+# A program's own output is complete once its result record arrives (the runner flushes
+# before sending it), so then we take what the pipes hold without waiting for EOF: EOF
+# comes only after the child's exit has torn down its copy of the zygote's memory
+# (milliseconds), and never while a process that escaped the group holds the pipe.
+# Without a record we wait this long for EOF first.
+DRAIN_GRACE_S = 0.05
+EXIT_STATUS_WAIT_S = 2.0
+
+
+class Executor:
+    def __init__(self, cfg: SandboxConfig):
+        self.cfg = cfg
+        self.slots = cfg.exec_workers or 4 * (os.cpu_count() or 1)
+        self.drop_uid = os.geteuid() == 0 and cfg.drop_privileges
+        self.uid_base, self._uid_lock = -1, -1
+        if self.drop_uid:
+            self.uid_base, self._uid_lock = isolation.claim_uid_block(cfg.uid_base, self.slots)
+        self.scratch_root = "" if cfg.private_tmp else tempfile.mkdtemp(prefix="sandbox-scratch-")
+        if self.scratch_root:
+            os.chmod(self.scratch_root, 0o711)
+        settings = {
+            **cfg.model_dump(include={
+                "cpu_time_s", "memory_mb", "file_size_mb", "max_open_files", "max_processes",
+                "isolate_network", "private_tmp", "scratch_mb", "preload_modules",
+            }),
+            "uid_base": self.uid_base,
+            "hidden_paths": cfg.hidden_paths + ([str(REPO_ROOT), str(REPO_ROOT.parent / "shared")]
+                                                if cfg.hide_project_data else []),
+            "slots": self.slots, "drop_uid": self.drop_uid, "keep_chars": cfg.max_output_chars,
+            "scratch_root": self.scratch_root,
+        }
+        self.zygote = ZygoteLink(settings, self._on_child, self._on_zygote_lost)
+        self._ready: asyncio.Queue[Child] = asyncio.Queue()
+        self._waiting_fork: set[int] = set()  # slots whose child was asked for
+        self.busy = 0
+        self.waiting = 0
+        self.counters: Counter[str] = Counter()
+        # repr + traceback clips of up to 4 x max_output_chars each, at most 12 JSON bytes a char.
+        self._max_record = 64 * 1024 + 2 * 4 * 12 * cfg.max_output_chars
+
+    async def start(self) -> None:
+        await self.zygote.start(self.cfg.startup_timeout_s)
+        for slot in range(self.slots):
+            self._ask_child(slot)
+
+    async def stop(self) -> None:
+        await self.zygote.stop()
+        while not self._ready.empty():
+            self._ready.get_nowait().close()
+        if self.scratch_root:
+            shutil.rmtree(self.scratch_root, ignore_errors=True)
+        if self._uid_lock >= 0:
+            os.close(self._uid_lock)  # only after the zygote swept the block's uids
+            self._uid_lock = -1
+
+    def health(self) -> dict:
+        return {
+            "exec_workers": self.slots, "exec_ready": self._ready.qsize(), "exec_busy": self.busy,
+            "queue_depth": self.waiting,
+            "uid_range": [self.uid_base, self.uid_base + self.slots - 1] if self.drop_uid else None,
+            "zygote_pid": self.zygote.proc.pid if self.zygote.proc else None,
+            "isolation": self.zygote.facts,
+        }
+
+    def _ask_child(self, slot: int) -> None:
+        self._waiting_fork.add(slot)
+        if not self.zygote.request_fork(slot):
+            asyncio.get_running_loop().call_later(0.2, self._retry_ask, slot)
+
+    def _retry_ask(self, slot: int) -> None:
+        if slot in self._waiting_fork and not self.zygote.closing:
+            self._ask_child(slot)
+
+    def _on_child(self, child: Child) -> None:
+        self._waiting_fork.discard(child.slot)
+        self._ready.put_nowait(child)
+
+    def _on_zygote_lost(self) -> None:
+        self.counters["zygote_restarts"] += 1
+        stale = []
+        while not self._ready.empty():
+            stale.append(self._ready.get_nowait())
+        for child in stale:  # they die with their zygote (PDEATHSIG)
+            child.close()
+            self._waiting_fork.add(child.slot)
+        asyncio.get_running_loop().create_task(self._restart_zygote())
+
+    async def _restart_zygote(self) -> None:
+        delay = 0.5
+        while not self.zygote.closing:  # calls wait for children meanwhile; never give up on them
+            try:
+                await self.zygote.start(self.cfg.startup_timeout_s)
+                break
+            except (OSError, RuntimeError, TimeoutError) as exc:
+                log.error("zygote restart failed (%s); retrying in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, 30.0)
+        for slot in sorted(self._waiting_fork):
+            self._ask_child(slot)
+
+    async def run(self, code: str, stdin: str = "") -> SandboxResult:
+        queued = time.monotonic()
+        for attempt in range(2):
+            self.waiting += 1
+            try:
+                child = await self._ready.get()
+            finally:
+                self.waiting -= 1
+            self.busy += 1
+            start = time.monotonic()
+            try:
+                result = await self._execute(child, code, stdin)
+            except Exception as exc:  # never drop a call: answer it with a status
+                log.exception("call on slot %d failed inside the service", child.slot)
+                result = SandboxResult(status="error", feedback=f"Sandbox internal error: {type(exc).__name__}.",
+                                       extra={"internal_error": str(exc)})
+            finally:
+                self.busy -= 1
+                _kill_group(child.pid)
+                child.close()
+                self._ask_child(child.slot)
+            # A child whose zygote died meanwhile was killed with it: not the program's doing.
+            lost = child.generation != self.zygote.generation and result.extra.get("wait_status", 0) is None
+            if not lost or attempt:
+                break
+            self.counters["calls_retried"] += 1
+        self.counters[f"status_{result.status}"] += 1
+        self.counters["calls"] += 1
+        result.extra["queued_s"] = round(start - queued, 6)
+        return SandboxResult(result.status, result.feedback, time.monotonic() - start,
+                             result.stdout_chars, result.stderr_chars, result.extra)
+
+    async def _execute(self, child: Child, code: str, stdin: str) -> SandboxResult:
+        cfg = self.cfg
+        loop = asyncio.get_running_loop()
+        max_bytes = cfg.max_stream_mb * 1024 * 1024
+        out = StreamCapture(cfg.max_output_chars, max_bytes)
+        err = StreamCapture(cfg.max_output_chars, max_bytes)
+        too_much = loop.create_future()
+        pumps = [PipePump(loop, child.out_fd, out, too_much), PipePump(loop, child.err_fd, err, too_much)]
+        payload = json.dumps({"code": code, "input": stdin}).encode()  # ASCII: surrogates survive
+        writer = None
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=child.sock)
+            record_task = loop.create_task(_read_record(reader, self._max_record))
+            try:
+                writer.write(HEADER.pack(len(payload)) + payload)
+            except ConnectionError:  # the child died during setup: its stderr and exit status tell why
+                pass
+            done, _ = await asyncio.wait({record_task, too_much}, timeout=cfg.timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            _kill_group(child.pid)
+            record_task.cancel()
+            raw = record_task.result() if record_task in done and not record_task.cancelled() else b""
+            if not raw:
+                # No record: the program died or hung; wait briefly for what its group wrote.
+                await asyncio.wait([p.eof for p in pumps], timeout=DRAIN_GRACE_S)
+        finally:
+            _kill_group(child.pid)
+            if writer is not None:
+                writer.transport.abort()
+            for pump in pumps:
+                pump.stop(drain=True)
+        timed_out, flooded = not done, too_much.done()
+        out_clip, err_clip = out.clip(), err.clip()
+        sizes = {"stdout_chars": out.total_chars, "stderr_chars": err.total_chars}
+        if timed_out:
+            return SandboxResult("timeout", fb.timeout_line(cfg.timeout_s), **sizes, extra={"limit": "wall"})
+        tail = [out_clip, err_clip]
+        if flooded:
+            line = fb.output_limit_line(cfg.max_stream_mb)
+            return SandboxResult("resource_limit", fb.finish(fb.with_line(tail, line), cfg.max_output_chars),
+                                 **sizes, extra={"limit": "output"})
+        record = fb.parse_record(raw)
+        extra: dict = {}
+        if record is None:
+            wait_status = await self.zygote.exit_status(child.pid, EXIT_STATUS_WAIT_S)
+            status, line = fb.ended_without_record(wait_status, cfg.cpu_time_s, cfg.file_size_mb)
+            extra["wait_status"] = wait_status
+            if status == "resource_limit":
+                extra["limit"] = "cpu" if os.WTERMSIG(wait_status) == signal.SIGXCPU else "file_size"
+        else:
+            status, line = record["status"], fb.record_line(record, cfg.memory_mb)
+            if not out_clip.total and record.get("repr") is not None:
+                tail[0] = Clip.from_dict(record["repr"])
+            if record.get("traceback") is not None:
+                tail.append(Clip.from_dict(record["traceback"]))
+            if status == "resource_limit":
+                extra["limit"] = "memory"
+        return SandboxResult(status, fb.finish(fb.with_line(tail, line), cfg.max_output_chars), **sizes, extra=extra)
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):  # the group exists once the child called setsid()
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+async def _read_record(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """The length-prefixed record; b"" when the child died first or sent something oversized."""
+    try:
+        size = int.from_bytes(await reader.readexactly(HEADER.size), "big")
+        if size > limit:
+            return b""
+        return await reader.readexactly(size)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return b""

@@ -1,0 +1,211 @@
+"""Kernel-level isolation of sandbox processes (SPEC §3): namespaces, uids, rlimits.
+
+Namespaces are entered once by the zygote (costs nothing per call, NOTES "Code
+execution"); uids, limits and the scratch directory are set per call in each child.
+Python 3.11 has no os.unshare/mount, so libc is called through ctypes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import logging
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+
+log = logging.getLogger(__name__)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE = 1, 2, 4, 32, 4096, 8192
+MS_REC, MS_PRIVATE = 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+SCRATCH_ROOT = "/tmp"  # inside the private tmpfs when private_tmp is on
+# World-writable places a sandbox uid could otherwise use to leave files for the next call.
+SHARED_WRITABLE = ("/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def prctl(option: int, arg: int) -> None:
+    _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), f"prctl({option})")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    rc = _libc.mount(
+        source.encode(), target.encode(), fstype.encode() if fstype else None,
+        ctypes.c_ulong(flags), data.encode() if data else None,
+    )
+    _check(rc, f"mount {target}")
+
+
+def _cover(path: str, writable_mb: int | None = None) -> None:
+    """Mount an empty tmpfs over `path`: read-only, or root-owned 0711 (no listing) with a size cap."""
+    if writable_mb is None:
+        _mount("sandbox", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
+    else:
+        _mount("sandbox", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={writable_mb}m,mode=0711")
+
+
+def _closed_ancestors(path: str) -> list[str]:
+    """Ancestors an unprivileged uid cannot traverse (pyenv under /root, mode 0700)."""
+    out, parts = [], path.strip("/").split("/")
+    for i in range(1, len(parts)):
+        anc = "/" + "/".join(parts[:i])
+        if not os.stat(anc).st_mode & 0o001:
+            out.append(anc)
+    return out
+
+
+def _hide_keeping(cover: str, keep: list[str]) -> None:
+    """Cover `cover` with an empty read-only tmpfs, except the `keep` trees under it."""
+    stage = tempfile.mkdtemp(prefix="sandbox-stage-")
+    _mount("sandbox", stage, "tmpfs", 0, "size=4k,mode=0700")
+    staged = []
+    for i, path in enumerate(keep):
+        os.mkdir(f"{stage}/{i}")
+        _mount(path, f"{stage}/{i}", None, MS_BIND | MS_REC, None)
+        staged.append((f"{stage}/{i}", path))
+    _mount("sandbox", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    for src, path in staged:
+        os.makedirs(path, 0o755, exist_ok=True)
+        _mount(src, path, None, MS_MOVE, None)
+    _mount("none", cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+    _check(_libc.umount2(stage.encode(), 0), f"umount {stage}")
+    os.rmdir(stage)
+
+
+def enter_namespaces(isolate_network: bool, private_tmp: bool, scratch_mb: int,
+                     hidden_paths: list[str]) -> dict:
+    """Called once in the zygote; returns the isolation facts reported by /health."""
+    facts: dict = {"network_namespace": False, "private_tmp": False, "hidden_paths": []}
+    if isolate_network:
+        if _libc.unshare(CLONE_NEWNET) == 0:
+            facts["network_namespace"] = True  # only a loopback device, and it is down
+        else:
+            log.warning("no network namespace (%s): sandboxed code keeps the host network",
+                        os.strerror(ctypes.get_errno()))
+    # The interpreter and its packages must stay readable by the sandbox uids even when
+    # they live under a hidden or closed directory.
+    python_trees = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)})
+    covers = {os.path.realpath(p) for p in hidden_paths if os.path.isdir(p)}
+    for tree in python_trees:
+        covers.update(_closed_ancestors(tree))
+    if not (private_tmp or covers):
+        return facts
+    try:
+        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        _mount("none", "/", None, MS_REC | MS_PRIVATE, None)  # keep our mounts off the host
+    except OSError as exc:
+        log.warning("no mount namespace (%s): /tmp stays shared, hidden_paths ignored", exc)
+        return facts
+    for cover in sorted(covers, key=len):
+        if not os.path.isdir(cover) or any(cover.startswith(c + "/") for c in facts["hidden_paths"]):
+            continue
+        _hide_keeping(cover, [t for t in python_trees if t.startswith(cover + "/")])
+        facts["hidden_paths"].append(cover)
+    if private_tmp:
+        _cover(SCRATCH_ROOT, writable_mb=scratch_mb)
+        for path in SHARED_WRITABLE:
+            if os.path.isdir(path):
+                _cover(path)
+        facts["private_tmp"] = True
+    return facts
+
+
+def sweep_uid(uid: int) -> None:
+    """SIGKILL every process of `uid` (what a previous call left behind, setsid'd or not).
+
+    kill(-1) reaches exactly the processes our real uid may signal, so the real uid is
+    switched to the sandbox uid for that one call; the saved uid 0 lets us come back.
+    Never called unless we are root and uid is a sandbox uid: kill(-1) as root would hit
+    every process on the machine.
+    """
+    if os.geteuid() != 0 or uid == 0:
+        return
+    os.setresuid(uid, uid, 0)
+    try:
+        if os.getuid() == uid and os.geteuid() == uid:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    finally:
+        os.setresuid(0, 0, 0)
+
+
+def claim_uid_block(base: int, count: int, blocks: int = 64) -> tuple[int, int]:
+    """First uid of a block of `count` sandbox uids no other server on this machine uses.
+
+    Two servers sharing uids would kill each other's calls (the sweep above), so each
+    holds an exclusive flock on its block's lock file for its whole life; the kernel
+    releases it when the server dies, however it dies. Returns (first uid, lock fd).
+    """
+    lock_dir = "/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()
+    stride = max(count, 1024)
+    for i in range(blocks):
+        start = base + i * stride
+        fd = os.open(f"{lock_dir}/rstar-sandbox-uids-{start}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return start, fd
+    raise RuntimeError(f"all {blocks} sandbox uid blocks from {base} are in use")
+
+
+def prepare_scratch(path: str, uid: int | None) -> None:
+    """Remove whatever the slot's previous call left, then a fresh 0700 dir owned by the slot uid."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.mkdir(path, 0o700)
+    if uid is not None:
+        os.chown(path, uid, uid)
+
+
+def drop_privileges(uid: int) -> None:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.geteuid() == 0 or os.getuid() == 0:
+        raise RuntimeError("privilege drop failed")
+
+
+def count_own_processes() -> int:
+    """Processes of our uid (RLIMIT_NPROC counts them all when we cannot switch uid)."""
+    uid, n = os.getuid(), 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                n += os.stat(f"/proc/{name}").st_uid == uid
+            except OSError:
+                pass
+    return n
+
+
+def set_call_limits(limits: dict, nproc: int) -> None:
+    """Per-call rlimits. RLIMIT_AS counts virtual memory, and the preloaded image is already
+    a few hundred MB, so the budget is added on top of what this process maps now."""
+    with open("/proc/self/statm") as f:
+        mapped = int(f.read().split()[0]) * resource.getpagesize()
+    mb = 1024 * 1024
+    cpu = int(limits["cpu_time_s"])
+    for which, value in (
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (mapped + limits["memory_mb"] * mb,) * 2),
+        (resource.RLIMIT_FSIZE, (limits["file_size_mb"] * mb,) * 2),
+        (resource.RLIMIT_NOFILE, (limits["max_open_files"],) * 2),
+        (resource.RLIMIT_NPROC, (nproc, nproc)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ):
+        resource.setrlimit(which, value)

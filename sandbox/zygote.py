@@ -1,0 +1,216 @@
+"""The zygote: a preloaded parent that forks one fresh child per call, ahead of time.
+
+Started by the server (`python -m sandbox.zygote --control-fd N --settings-json ...`)
+with a scrubbed environment; it never receives code, inputs or reference answers, so a
+child (which can read everything its parent held) finds nothing worth reading. It
+enters the network and mount namespaces once, imports numpy/scipy/sympy, warms sympy's
+caches and freezes the GC before the first fork (NOTES "Code execution": a fork costs
+milliseconds, a fresh interpreter with those imports about a second).
+
+Control protocol (SOCK_SEQPACKET, one JSON object per message):
+  server -> zygote  {"op": "fork", "slot": k} | {"op": "quit"}
+  zygote -> server  {"op": "ready", "pid", "facts"} | {"op": "child", "slot", "pid"} with
+                    fds [result socket, stdout pipe, stderr pipe] | {"op": "exit", "pid", "status"}
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+from sandbox import isolation
+from sandbox.child import child_main
+
+log = logging.getLogger("sandbox.zygote")
+
+
+def _warm(modules: list[str]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            log.warning("cannot preload %s: %s", name, exc)
+    if "sympy" in sys.modules:
+        import sympy
+
+        # Cold caches and sympy's function-level imports make a child's first solve
+        # ~100 ms (NOTES); exercising the common paths once here makes it ~25 ms.
+        x, y = sympy.symbols("x y")
+        sympy.solve(x**2 - 2, x)
+        sympy.solve(x**3 - 2 * x + 1, x)
+        sympy.solve([x + y - 3, x - y - 1], [x, y])
+        sympy.roots(x**4 - 5 * x**2 + 4, x)
+        sympy.factor(x**3 - 1)
+        sympy.expand((x + 1) ** 5)
+        sympy.simplify(sympy.sin(x) ** 2 + sympy.cos(x) ** 2)
+        sympy.factorint(360)
+        sympy.isprime(97)
+        sympy.integrate(x**2, x)
+        sympy.limit(sympy.sin(x) / x, x, 0)
+        sympy.Matrix([[1, 2], [3, 4]]).det()
+        sympy.nsimplify(0.5) + sympy.Rational(1, 3) + sympy.sqrt(2)
+
+
+class Zygote:
+    def __init__(self, control: socket.socket, settings: dict):
+        self.control = control
+        self.s = settings
+        self.children: set[int] = set()  # call processes we forked and have not reaped
+        self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through the fd
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        self.wake_w = wake_w
+
+    def slot_uid(self, slot: int) -> int | None:
+        return self.s["uid_base"] + slot if self.s["drop_uid"] else None
+
+    def kill_orphans(self) -> None:
+        """Without per-slot uids there is no uid to sweep, but as child subreaper we inherit
+        every process a call left behind once its parent died: kill those."""
+        me = os.getpid()
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) in self.children:
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if ppid == me:
+                    os.kill(int(name), signal.SIGKILL)
+            except (OSError, ValueError, IndexError):
+                continue
+
+    def fork(self, slot: int) -> None:
+        if not self.s["drop_uid"]:
+            self.kill_orphans()
+        parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            log.error("fork for slot %d failed: %s", slot, exc)
+            parent_sock.close()
+            child_sock.close()
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            self.control.send(json.dumps({"op": "fork_failed", "slot": slot, "error": str(exc)}).encode())
+            return
+        if pid == 0:
+            try:
+                for fd in (self.control.fileno(), self.wake_r, self.wake_w, parent_sock.fileno(), out_r, err_r):
+                    os.close(fd)
+                child_main(slot, self.slot_uid(slot), child_sock.fileno(), out_w, err_w, self.s)
+            except BaseException as exc:  # setup failed: say so on the call's stderr
+                os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
+            finally:
+                os._exit(70)
+        child_sock.close()
+        os.close(out_w)
+        os.close(err_w)
+        os.set_blocking(out_r, False)  # the server's reads must never block its event loop
+        os.set_blocking(err_r, False)
+        self.children.add(pid)
+        msg = json.dumps({"op": "child", "slot": slot, "pid": pid}).encode()
+        socket.send_fds(self.control, [msg], [parent_sock.fileno(), out_r, err_r])
+        parent_sock.close()
+        os.close(out_r)
+        os.close(err_r)
+
+    def reap(self) -> None:
+        call_ended = False
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in self.children:  # orphans re-parented to us (subreaper) are only reaped
+                self.children.discard(pid)
+                call_ended = True
+                self.control.send(json.dumps({"op": "exit", "pid": pid, "status": status}).encode())
+        if call_ended and not self.s["drop_uid"]:
+            # A call process's orphans are re-parented to us before it can be reaped.
+            self.kill_orphans()
+
+    def quit(self) -> None:
+        for slot in range(self.s["slots"]):
+            uid = self.slot_uid(slot)
+            if uid is not None:
+                isolation.sweep_uid(uid)
+        self.kill_orphans()
+        for pid in list(self.children):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        # Reap them here rather than leave zombies to whatever init the machine has.
+        deadline = time.monotonic() + 5
+        while self.children and time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.01)
+            self.children.discard(pid)
+
+    def serve(self) -> None:
+        while True:
+            ready, _, _ = select.select([self.control, self.wake_r], [], [])
+            if self.wake_r in ready:
+                try:
+                    while os.read(self.wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+            self.reap()
+            if self.control not in ready:
+                continue
+            data = self.control.recv(4096)
+            if not data:
+                self.quit()  # the server is gone
+                return
+            req = json.loads(data)
+            if req["op"] == "fork":
+                self.fork(int(req["slot"]))
+            elif req["op"] == "quit":
+                self.quit()
+                return
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--settings-json", required=True)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s zygote %(levelname)s %(message)s")
+    settings = json.loads(args.settings_json)
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)  # die with the server
+    isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)  # orphans of calls come back to us
+    if os.getppid() == 1:
+        sys.exit(1)
+    control = socket.socket(fileno=args.control_fd)
+    facts = isolation.enter_namespaces(
+        settings["isolate_network"], settings["private_tmp"], settings["scratch_mb"], settings["hidden_paths"]
+    )
+    facts["uid_drop"] = settings["drop_uid"]
+    _warm(settings["preload_modules"])
+    gc.collect()
+    gc.freeze()  # keeps the GC from touching (and copying) the shared heap in children
+    control.send(json.dumps({"op": "ready", "pid": os.getpid(), "facts": facts}).encode())
+    Zygote(control, settings).serve()
+
+
+if __name__ == "__main__":
+    main()
