@@ -49,12 +49,9 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
     _check(rc, f"mount {target}")
 
 
-def _cover(path: str, writable_mb: int | None = None) -> None:
-    """Mount an empty tmpfs over `path`: read-only, or root-owned 0711 (no listing) with a size cap."""
-    if writable_mb is None:
-        _mount("sandbox", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
-    else:
-        _mount("sandbox", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={writable_mb}m,mode=0711")
+def _cover(path: str) -> None:
+    """Mount an empty read-only tmpfs over `path`."""
+    _mount("sandbox", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
 
 
 def _closed_ancestors(path: str) -> list[str]:
@@ -67,20 +64,26 @@ def _closed_ancestors(path: str) -> list[str]:
     return out
 
 
-def _hide_keeping(cover: str, keep: list[str]) -> None:
-    """Cover `cover` with an empty read-only tmpfs, except the `keep` trees under it."""
-    stage = tempfile.mkdtemp(prefix="sandbox-stage-")
+def _hide_keeping(cover: str, keep: list[str], writable_mb: int | None = None) -> None:
+    """Cover `cover` with an empty tmpfs, except the `keep` trees under it: read-only, or
+    writable (root-owned 0711, size-capped) when `writable_mb` is given."""
+    # Stage the kept trees outside `cover`: a stage under it would vanish beneath the new tmpfs.
+    tmp_parent = tempfile.gettempdir()
+    parent = "/run" if (tmp_parent + "/").startswith(cover.rstrip("/") + "/") else tmp_parent
+    stage = tempfile.mkdtemp(prefix="sandbox-stage-", dir=parent)
     _mount("sandbox", stage, "tmpfs", 0, "size=4k,mode=0700")
     staged = []
     for i, path in enumerate(keep):
         os.mkdir(f"{stage}/{i}")
         _mount(path, f"{stage}/{i}", None, MS_BIND | MS_REC, None)
         staged.append((f"{stage}/{i}", path))
-    _mount("sandbox", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    options = f"size={writable_mb}m,mode=0711" if writable_mb else "size=64k,mode=0755"
+    _mount("sandbox", cover, "tmpfs", MS_NOSUID | MS_NODEV, options)
     for src, path in staged:
         os.makedirs(path, 0o755, exist_ok=True)
         _mount(src, path, None, MS_MOVE, None)
-    _mount("none", cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+    if not writable_mb:
+        _mount("none", cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
     _check(_libc.umount2(stage.encode(), 0), f"umount {stage}")
     os.rmdir(stage)
 
@@ -115,7 +118,9 @@ def enter_namespaces(isolate_network: bool, private_tmp: bool, scratch_mb: int,
         _hide_keeping(cover, [t for t in python_trees if t.startswith(cover + "/")])
         facts["hidden_paths"].append(cover)
     if private_tmp:
-        _cover(SCRATCH_ROOT, writable_mb=scratch_mb)
+        # A checkout (and its venv) may itself live under /tmp, as CI clones can.
+        under_tmp = [t for t in python_trees if t.startswith(SCRATCH_ROOT + "/")]
+        _hide_keeping(SCRATCH_ROOT, under_tmp, writable_mb=scratch_mb)
         for path in SHARED_WRITABLE:
             if os.path.isdir(path):
                 _cover(path)
