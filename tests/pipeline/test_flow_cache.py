@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from pathlib import Path
 
 import pytest
 from prefect import flow
@@ -93,7 +94,7 @@ def test_deleted_artifacts_are_recomputed_not_returned_stale(env):
         shutil.rmtree(f"{root}/{stage}")  # Prefect's cache records under _prefect survive
     out = toy_flow(root)
     assert executions(log) == ["a", "b", "c", "a", "b", "c"]
-    assert all((__import__("pathlib").Path(r["uri"]) / "manifest.json").exists() for r in out.values())
+    assert all((Path(r["uri"]) / "manifest.json").exists() for r in out.values())
 
 
 def test_overlapping_runs_compute_each_stage_once(env, monkeypatch):
@@ -142,6 +143,6 @@ def test_real_flow_runs_implemented_stages_on_tiny_config(tmp_path):
     ran = [s.name for s in STAGES][: len(out)]
     assert list(out) == ran and ran[-1] == until
     for ref in out.values():
-        assert (__import__("pathlib").Path(ref["uri"]) / "manifest.json").exists()
+        assert (Path(ref["uri"]) / "manifest.json").exists()
     again = rstar_full(config="configs/tiny.yaml", overrides=[f"run.artifacts_root={tmp_path}"], until=until)
     assert again == out  # all cache hits

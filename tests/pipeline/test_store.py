@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from toy_stages import TOY_STAGES, executions
 
 from configs.schema import PipelineConfig
@@ -132,7 +133,7 @@ def test_unimplemented_stage_cli_fails_loudly(module, args):
     assert "is not implemented yet" in out.stderr and "delivered by" in out.stderr
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has GPUs")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has GPUs")
 def test_paper_config_fails_at_once_without_gpus(tmp_path):
     out = subprocess.run([sys.executable, "-m", "assets.build", "--config", "configs/rstar2_agent_14b.yaml",
                           "--set", f"run.artifacts_root={tmp_path}"],
