@@ -64,16 +64,24 @@ def local_file_digests(payload: object) -> dict[str, str]:
     return found
 
 
-def stage_key(spec: StageSpec, cfg: PipelineConfig, upstream: dict[str, ArtifactRef]) -> str:
+def _digest(payload: object, chars: int) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:chars]
+
+
+def key_payload(spec: StageSpec, cfg: PipelineConfig, upstream: dict[str, ArtifactRef]) -> dict:
+    """Everything a stage's output depends on; its digest is the stage key."""
     sections = section_payload(spec, cfg)
-    payload = {
+    return {
         "stage": spec.name,
         "code_version": spec.code_version,
         "sections": sections,
         "upstream": {name: upstream[name].digest for name in spec.upstream},
         "files": local_file_digests(sections),
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def stage_key(spec: StageSpec, cfg: PipelineConfig, upstream: dict[str, ArtifactRef]) -> str:
+    return _digest(key_payload(spec, cfg, upstream), 32)
 
 
 def ensure_implemented(spec: StageSpec) -> None:
@@ -121,7 +129,8 @@ def run_stage(
     force: bool = False,
 ) -> ArtifactRef:
     ensure_implemented(spec)
-    key = stage_key(spec, cfg, upstream)
+    payload = key_payload(spec, cfg, upstream)  # hashes local input files once per run
+    key = _digest(payload, 32)
     if not force and (ref := store.lookup(spec.name, key)) is not None:
         log.info("stage %s: cache hit %s", spec.name, ref.uri)
         return ref
@@ -132,12 +141,10 @@ def run_stage(
     with store.staging() as tmp:
         metrics = module.run(**kwargs, inputs=inputs, out_dir=tmp) or {}
         manifest = {
-            "config": section_payload(spec, cfg),
-            "config_hash": hashlib.sha256(
-                json.dumps(section_payload(spec, cfg), sort_keys=True).encode()
-            ).hexdigest()[:16],
-            "inputs": {name: ref.digest for name, ref in upstream.items()},
-            "input_files": local_file_digests(section_payload(spec, cfg)),
+            "config": payload["sections"],
+            "config_hash": _digest(payload["sections"], 16),
+            "inputs": payload["upstream"],
+            "input_files": payload["files"],
             "code_version": spec.code_version,
             "git_commit": _git_commit(),
             "duration_s": round(time.time() - started, 3),
