@@ -24,23 +24,14 @@ from tasks.stage_task import stage_task_for
 from tasks.summaries import artifact_key
 
 
-def _absolute(cfg: PipelineConfig) -> PipelineConfig:
-    root = cfg.run.artifacts_root
-    if "://" not in root and not Path(root).is_absolute():
-        cfg = cfg.model_copy(deep=True)
-        cfg.run.artifacts_root = str(REPO_ROOT / root)
-    return cfg
-
-
-def _state_dir(cfg: PipelineConfig) -> Path:
-    root = cfg.run.artifacts_root
-    return Path(root) / "_prefect" if "://" not in root else REPO_ROOT / ".rstar" / "prefect-state"
+def _state_dir(store: ArtifactStore) -> Path:
+    return Path(store.root) / "_prefect" if store.is_local else REPO_ROOT / ".rstar" / "prefect-state"
 
 
 def _run(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], force: bool) -> ArtifactRef:
     store = ArtifactStore(cfg.run.artifacts_root)
     key = stage_key(spec, cfg, ups)
-    task = stage_task_for(_state_dir(cfg)).with_options(name=spec.name, task_run_name=spec.name)
+    task = stage_task_for(_state_dir(store)).with_options(name=spec.name, task_run_name=spec.name)
     args = dict(spec=spec, key=key, config=cfg.model_dump(mode="json"),
                 upstream={n: r.model_dump() for n, r in ups.items()})
     ref = ArtifactRef.model_validate(task.with_options(refresh_cache=force or None)(**args, force=force))
@@ -75,7 +66,6 @@ def run_pipeline(
 ) -> dict[str, dict]:
     """The flow's body, over any ordered stage list (tests use toy stages)."""
     log = get_run_logger()
-    cfg = _absolute(cfg)
     registry = {s.name: s for s in stages}
     forced = set(force or [])
     for name in [*forced, *(x for x in (only, until) if x)]:

@@ -26,6 +26,8 @@ from pathlib import Path
 import fsspec
 from pydantic import BaseModel
 
+from pipeline.paths import resolve_local
+
 
 class ArtifactRef(BaseModel):
     """Small, JSON-serialisable handle passed between Prefect tasks (never a model)."""
@@ -53,7 +55,9 @@ def digest_dir(path: Path) -> str:
 
 class ArtifactStore:
     def __init__(self, root: str, cache_dir: str | None = None):
-        self.root = root.rstrip("/")
+        # A relative local root means the same place from any working directory (the CLI,
+        # a Prefect worker): the repository root, as for data `location`s.
+        self.root = root.rstrip("/") if "://" in root else str(resolve_local(root))
         self.fs, self._root_path = fsspec.core.url_to_fs(self.root)
         self.is_local = self.fs.protocol in ("file", ("file", "local"), "local") or isinstance(
             self.fs, fsspec.implementations.local.LocalFileSystem

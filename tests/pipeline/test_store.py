@@ -153,3 +153,11 @@ def test_local_location_files_are_part_of_the_key(tmp_path):
     assert stage_key(spec, PipelineConfig(), {}) == k1
     data.write_text('{"problem": "1+1", "answer": "3"}\n')  # same path, edited content
     assert stage_key(spec, PipelineConfig(), {}) != k1
+
+
+def test_relative_root_resolves_against_the_repo_from_any_cwd(tmp_path, monkeypatch):
+    from pipeline.paths import REPO_ROOT
+
+    monkeypatch.chdir(tmp_path)
+    assert ArtifactStore(".rstar/artifacts").root == str(REPO_ROOT / ".rstar" / "artifacts")
+    assert ArtifactStore("memory://bucket/x/").root == "memory://bucket/x"
