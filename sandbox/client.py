@@ -27,9 +27,9 @@ from collections.abc import Sequence
 import aiohttp
 
 from configs.sandbox import SandboxConfig
+from pipeline.paths import REPO_ROOT
 from sandbox.batcher import Batcher
 from sandbox.types import InvalidCall, SandboxResult, ToolCall, VerifyResult
-from sandbox.zygote_link import REPO_ROOT
 
 log = logging.getLogger(__name__)
 

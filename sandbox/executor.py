@@ -20,13 +20,14 @@ import time
 from collections import Counter
 
 from configs.sandbox import SandboxConfig
+from pipeline.paths import REPO_ROOT
 from sandbox import feedback as fb
 from sandbox import isolation
 from sandbox.child import HEADER
 from sandbox.feedback import Clip, StreamCapture
 from sandbox.pipe_pump import PipePump
 from sandbox.types import SandboxResult
-from sandbox.zygote_link import REPO_ROOT, Child, ZygoteLink
+from sandbox.zygote_link import Child, ZygoteLink
 
 log = logging.getLogger(__name__)
 

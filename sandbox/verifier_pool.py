@@ -15,8 +15,9 @@ import time
 from collections import Counter
 
 from configs.sandbox import SandboxConfig
+from pipeline.paths import REPO_ROOT
 from sandbox.types import VerifyResult
-from sandbox.zygote_link import CLEAN_ENV, REPO_ROOT
+from sandbox.zygote_link import CLEAN_ENV
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+
+from pipeline.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # The zygote (and so every child) starts from this environment only: nothing of the
 # server's environment (tokens, paths, credentials) is visible to sandboxed code.
 CLEAN_ENV = {
