@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from configs.data import DataConfig
+from configs.fields import operational
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 
@@ -23,6 +24,10 @@ class RunConfig(Section):
     name: str = "tiny"
     artifacts_root: str = ".rstar/artifacts"  # local path or any fsspec URL
     seed: int = 0
+    # What makes two overlapping runs wait for each other: a file lock works on one machine
+    # (or a shared POSIX filesystem); runs on several machines need Redis (README, Caching).
+    lock_manager: Literal["file", "redis"] = operational("file")
+    redis_url: str = operational("redis://127.0.0.1:6379/0")  # lock_manager: redis
 
 
 class HardwareConfig(Section):

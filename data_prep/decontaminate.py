@@ -1,10 +1,10 @@
 """Stage `decontaminate`: drop RL problems that share an 8-gram with a benchmark (SPEC §8).
 
 Words are normalised (data_prep/ngrams.py); a problem sharing any n-gram (n = 8) with any
-benchmark item is removed. Benchmarks are hub ids or local files; the tiny default adds
+benchmark item is removed. Benchmarks are hub ids or local files; the tiny default is
 the generated held-out synthetic eval set (written here as `synthetic_eval.parquet`, the
-set evaluation scores) and the local copies under ../shared, recorded as skipped when
-absent (`on_missing_benchmark: skip`; the paper config uses `fail`). Writes
+set evaluation scores). A benchmark that cannot be loaded fails the stage unless it is
+marked `optional`, in which case the card records it as skipped. Writes
 `problems.parquet` (the clean set the RL stages read), `removed.jsonl` (every removed
 problem with the benchmark items and n-grams it shares) and `card.md`.
 
@@ -38,10 +38,11 @@ def build_index(cfg: DecontaminateConfig) -> tuple[NgramIndex, dict[str, int], d
     for bench in cfg.benchmarks:
         try:
             texts = benchmark_texts(bench, cfg.synthetic_eval_problems, cfg.synthetic_eval_seed)
-        except FileNotFoundError as e:
-            if cfg.on_missing_benchmark == "fail":
-                raise
-            log.warning("benchmark %s skipped: %s", bench.name, e)
+        except Exception as e:  # a missing file, an unreachable hub, a wrong schema: all the same to us
+            if not bench.optional:
+                raise RuntimeError(f"benchmark {bench.name!r} ({bench.location}) could not be loaded: {e}. "
+                                   "Fix its location, or mark it `optional: true` to skip it.") from e
+            log.warning("optional benchmark %s skipped: %s", bench.name, e)
             skipped[bench.name] = str(e)
             continue
         for item_id, text in texts:

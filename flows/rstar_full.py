@@ -16,11 +16,12 @@ from prefect.artifacts import create_markdown_artifact
 from configs.load import load_config
 from configs.schema import PipelineConfig
 from pipeline.hardware import check_hardware
+from pipeline.keys import stage_key
 from pipeline.paths import REPO_ROOT
-from pipeline.runner import resolve_upstream, stage_key
+from pipeline.runner import resolve_upstream
 from pipeline.stages import STAGES, StageSpec
 from pipeline.store import ArtifactRef, ArtifactStore
-from tasks.stage_task import stage_task_for
+from tasks.cache import stage_task_for
 from tasks.summaries import artifact_key
 
 
@@ -31,13 +32,20 @@ def _state_dir(store: ArtifactStore) -> Path:
 def _run(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], force: bool) -> ArtifactRef:
     store = ArtifactStore(cfg.run.artifacts_root)
     key = stage_key(spec, cfg, ups)
-    task = stage_task_for(_state_dir(store)).with_options(name=spec.name, task_run_name=spec.name)
-    args = dict(spec=spec, key=key, config=cfg.model_dump(mode="json"),
-                upstream={n: r.model_dump() for n, r in ups.items()})
-    ref = ArtifactRef.model_validate(task.with_options(refresh_cache=force or None)(**args, force=force))
-    if store.lookup(spec.name, key) is None:  # a cached result whose artifact was deleted
-        ref = ArtifactRef.model_validate(task.with_options(refresh_cache=True)(**args, force=True))
-    return ref
+    # The index decides (tasks/cache.py): a Prefect record is read only when it is keyed by
+    # the digest the index holds now; with nothing indexed (or forced) it is refreshed.
+    indexed = None if force else store.lookup(spec.name, key)
+    record_key = f"{key}-{indexed.digest}" if indexed else key
+    task = stage_task_for(_state_dir(store), cfg.run).with_options(name=spec.name, task_run_name=spec.name)
+    ref = ArtifactRef.model_validate(task.with_options(refresh_cache=indexed is None)(
+        spec=spec, key=record_key, config=cfg.model_dump(mode="json"),
+        upstream={n: r.model_dump() for n, r in ups.items()}, force=force,
+    ))
+    current = store.lookup(spec.name, key)
+    if current is None:
+        raise RuntimeError(f"stage {spec.name!r} returned {ref.uri}, but the store at {store.root} has no "
+                           f"artifact for key {key}: was it deleted during the run?")
+    return current  # another run may have forced a recompute meanwhile: the index wins
 
 
 # No log_prints: it reroutes print() to the logger, and stages that capture program output

@@ -1,9 +1,10 @@
 """The stages of SPEC §1, in pipeline order: what each runs, reads and consumes.
 
-A stage's cache key covers exactly what `select` returns (its config sections), the
-content digests of its upstream artifacts and `code_version`, so changing one stage's
-config reruns it and what follows, nothing before. Bump `code_version` when a change
-to the stage's code should invalidate cached artifacts.
+A stage's cache key covers what `select` returns (its config sections, operational
+fields left out), the content digests of its upstream artifacts and its code version,
+computed from the source of its module and the project modules it imports
+(pipeline/keys.py): changing one stage's config or code reruns it and what follows,
+nothing before. No version is ever set by hand.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ class StageSpec:
     module: str  # `python -m <module>` runs it; the module defines run() and main()
     select: Callable[[PipelineConfig], dict]  # keyword arguments of run(); `cfg` first
     upstream: tuple[str, ...] = ()
-    code_version: str = "1"
     delivered_by: str | None = None  # None: implemented. Else the issue that delivers it.
+    long_running: bool = False  # True: the task runs it as a watched subprocess (SPEC §10)
 
     @property
     def implemented(self) -> bool:
@@ -38,7 +39,7 @@ def _rl(stage: str) -> Callable[[PipelineConfig], dict]:
 _LATER = "a later issue (not yet filed)"
 
 STAGES: tuple[StageSpec, ...] = (
-    StageSpec("assets", "assets.build", lambda c: {"cfg": c.model}, code_version="1"),
+    StageSpec("assets", "assets.build", lambda c: {"cfg": c.model}),
     StageSpec(
         "cold_start", "data_prep.cold_start", lambda c: {"cfg": c.data.cold_start},
         delivered_by=None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from configs.load import load_config
-from pipeline.runner import stage_key
+from pipeline.keys import stage_key
 from pipeline.stages import STAGES
 from pipeline.store import ArtifactRef, ArtifactStore
 

@@ -14,10 +14,13 @@ def manifest_markdown(manifest: dict) -> str:
     metrics = manifest.get("metrics") or {}
     rows = "\n".join(f"| {k} | {v} |" for k, v in sorted(metrics.items())) or "| (none) | |"
     inputs = "\n".join(f"- `{k}`: `{v[:16]}…`" for k, v in manifest.get("inputs", {}).items()) or "- (none)"
+    inputs += "".join(f"\n- hub dataset `{k}` @ `{v}`" for k, v in (manifest.get("datasets") or {}).items())
+    libraries = ", ".join(f"{k} {v}" for k, v in ((manifest.get("code") or {}).get("libraries") or {}).items())
     return (
         f"# Stage `{manifest['stage']}`\n\n"
         f"- digest: `{manifest['digest']}`\n- key: `{manifest['key']}`\n"
-        f"- config hash: `{manifest.get('config_hash')}`\n- code version: `{manifest.get('code_version')}`\n"
+        f"- config hash: `{manifest.get('config_hash')}`\n- code version: `{manifest.get('code_version')}`"
+        f" ({libraries or 'no result-shaping library'})\n"
         f"- git commit: `{manifest.get('git_commit')}`\n- created: {manifest.get('created_at')}\n"
         f"- duration: {manifest.get('duration_s')} s\n\n## Inputs\n{inputs}\n\n"
         f"## Metrics\n| metric | value |\n|---|---|\n{rows}\n\n"

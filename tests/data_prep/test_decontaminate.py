@@ -100,7 +100,7 @@ def test_stage_removes_planted_reports_per_benchmark_and_skips_absent(tmp_path, 
         BenchmarkSource(name="synthetic_eval", location="synthetic"),
         BenchmarkSource(name="bench_a", location=str(bench_files[0])),
         BenchmarkSource(name="bench_b", location=str(bench_files[1]), text_fields=["question", "choices"]),
-        BenchmarkSource(name="absent", location=str(tmp_path / "nope.jsonl")),
+        BenchmarkSource(name="absent", location=str(tmp_path / "nope.jsonl"), optional=True),
     ], synthetic_eval_problems=50)
     out = tmp_path / "out"
     out.mkdir()
@@ -119,14 +119,32 @@ def test_stage_removes_planted_reports_per_benchmark_and_skips_absent(tmp_path, 
     assert len(read_problems(out / "synthetic_eval.parquet")) == 50
 
 
-def test_missing_benchmark_fails_when_configured(tmp_path):
+def test_missing_benchmark_fails_unless_optional(tmp_path):
     upstream = tmp_path / "rl"
     upstream.mkdir()
     write_problems(upstream / "problems.parquet", [])
-    cfg = DecontaminateConfig(benchmarks=[BenchmarkSource(name="x", location=str(tmp_path / "nope.jsonl"))],
-                              on_missing_benchmark="fail")
-    with pytest.raises(FileNotFoundError, match="nope.jsonl"):
+    cfg = DecontaminateConfig(benchmarks=[BenchmarkSource(name="x", location=str(tmp_path / "nope.jsonl"))])
+    with pytest.raises(RuntimeError, match=r"benchmark 'x' .*nope.jsonl.* could not be loaded.*optional"):
         decontaminate.run(cfg, {"rl_curation": upstream}, tmp_path)
+
+
+def test_no_default_config_names_a_path_outside_the_repository():
+    from configs.load import load_config
+    from pipeline.paths import REPO_ROOT
+
+    def locations(node: object) -> list[str]:
+        if isinstance(node, dict):
+            return [v for k, v in node.items() if k == "location" and isinstance(v, str)] + \
+                [x for v in node.values() for x in locations(v)]
+        return [x for v in node for x in locations(v)] if isinstance(node, list) else []
+
+    for cfg_file in sorted((REPO_ROOT / "configs").rglob("*.yaml")):
+        if "accelerate" in cfg_file.parts:
+            continue
+        for loc in locations(load_config(cfg_file).model_dump(mode="json")):
+            path = (REPO_ROOT / loc).resolve()
+            assert "://" in loc or not loc.startswith(("/", ".")) or path.is_relative_to(REPO_ROOT), \
+                f"{cfg_file.name} names {loc}, outside the repository"
 
 
 def test_real_benchmarks_planted(shared_data):

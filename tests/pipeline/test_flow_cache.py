@@ -97,9 +97,17 @@ def test_deleted_artifacts_are_recomputed_not_returned_stale(env):
     assert all((Path(r["uri"]) / "manifest.json").exists() for r in out.values())
 
 
-def test_overlapping_runs_compute_each_stage_once(env, monkeypatch):
+@pytest.mark.parametrize("locked", [True, False], ids=["with-lock", "without-lock"])
+def test_overlapping_runs_compute_each_stage_once(env, monkeypatch, locked):
+    """With the lock the second run waits and reuses; without it both compute (the negative control)."""
+    import functools
+
+    import flows.rstar_full
+    from tasks.cache import stage_task_for
+
     root, log = env
     monkeypatch.setenv("RSTAR_TOY_SLEEP_S", "4")
+    monkeypatch.setattr(flows.rstar_full, "stage_task_for", functools.partial(stage_task_for, locked=locked))
     results: list = [None, None]
 
     def go(i: int) -> None:
@@ -111,7 +119,54 @@ def test_overlapping_runs_compute_each_stage_once(env, monkeypatch):
     for t in threads:
         t.join(timeout=180)
     assert results[0] is not None and results[0] == results[1]
-    assert sorted(executions(log)) == ["a", "b", "c"]
+    if locked:
+        assert sorted(executions(log)) == ["a", "b", "c"]
+    else:
+        assert executions(log).count("a") == 2  # both runs computed the slow stage
+
+
+def _cli_run(root: str, stage: str, force: bool) -> dict:
+    """What `python -m <module> --force` does, without a new interpreter: run_stage on the index."""
+    from pipeline.runner import resolve_upstream, run_stage
+    from pipeline.store import ArtifactStore
+
+    registry = {s.name: s for s in TOY_STAGES}
+    cfg = validate({"run": {"artifacts_root": root}}, "toy")
+    store = ArtifactStore(root)
+    spec = registry[stage]
+    return run_stage(spec, cfg, resolve_upstream(spec, cfg, store, registry), store, force=force).model_dump()
+
+
+def _store_state(root: str) -> dict:
+    base = Path(root)
+    index = {p.relative_to(base).as_posix(): p.read_text() for p in sorted((base / "index").rglob("*.json"))}
+    return {"index": {k: v.replace(root, "ROOT") for k, v in index.items()},
+            "artifacts": sorted(p.relative_to(base).as_posix() for p in base.glob("[abc]/*"))}
+
+
+def test_a_prefect_record_that_disagrees_with_the_index_is_never_returned(env, monkeypatch):
+    root, log = env
+    first = toy_flow(root)
+    monkeypatch.setenv("RSTAR_TOY_SALT", "cli")
+    forced = _cli_run(root, "a", force=True)  # the CLI recomputes a; Prefect's record still names the old one
+    assert forced["digest"] != first["a"]["digest"]
+    again = toy_flow(root)
+    assert again["a"] == forced and again["b"] != first["b"]  # the index's artifact, and b follows it
+    assert executions(log) == ["a", "b", "c", "a", "b", "c"]
+
+
+def test_force_from_cli_and_from_flow_leave_the_same_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("RSTAR_TOY_LOG", str(tmp_path / "runs.log"))
+    roots = [str(tmp_path / "via-cli"), str(tmp_path / "via-flow")]
+    for root in roots:
+        toy_flow(root)
+    monkeypatch.setenv("RSTAR_TOY_SALT", "forced")
+    _cli_run(roots[0], "b", force=True)
+    toy_flow(roots[1], force=["b"], until="b")
+    assert _store_state(roots[0]) == _store_state(roots[1])
+    monkeypatch.delenv("RSTAR_TOY_SALT")
+    assert toy_flow(roots[0]) == {k: {**v, "uri": v["uri"].replace(roots[1], roots[0])}
+                                  for k, v in toy_flow(roots[1]).items()}
 
 
 def test_unfinished_stage_fails_loudly_after_the_real_ones(env):

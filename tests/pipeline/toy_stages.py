@@ -2,6 +2,7 @@
 
 Each run appends its name to the file in $RSTAR_TOY_LOG, so tests count executions.
 $RSTAR_TOY_SLEEP_S makes stage `a` write half its output, then sleep (kill tests).
+$RSTAR_TOY_SALT goes into every output: a recompute under another salt differs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def run(cfg, inputs: dict[str, Path], out_dir: Path, name: str) -> dict[str, flo
     if name == "a" and sleep_s:
         (out_dir.parent / "STARTED").write_text(str(out_dir))
         time.sleep(sleep_s)
-    value = {"name": name, "steps": cfg.steps, "upstream": upstream}
+    value = {"name": name, "steps": cfg.steps, "upstream": upstream, "salt": os.environ.get("RSTAR_TOY_SALT", "")}
     (out_dir / "value.json").write_text(json.dumps(value, sort_keys=True))
     return {"steps": cfg.steps}
 
