@@ -201,3 +201,56 @@ def test_real_flow_runs_implemented_stages_on_tiny_config(tmp_path):
         assert (Path(ref["uri"]) / "manifest.json").exists()
     again = rstar_full(config="configs/tiny.yaml", overrides=[f"run.artifacts_root={tmp_path}"], until=until)
     assert again == out  # all cache hits
+
+
+@pytest.fixture()
+def redis_url(tmp_path):
+    """A private redis-server on a loopback port (CI installs Debian's `redis-server`)."""
+    import socket
+    import subprocess
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server): the Redis lock is untested here")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import redis
+
+        client = redis.Redis(port=port)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                threading.Event().wait(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_overlapping_runs_on_a_remote_root_share_a_redis_lock(tmp_path, monkeypatch, redis_url):
+    """Two runs sharing a remote (fsspec) artifact root, as two machines would: the Redis lock
+    makes the second wait, and it finds the first one's artifacts in the shared index."""
+    import uuid
+
+    monkeypatch.setenv("RSTAR_TOY_LOG", str(tmp_path / "runs.log"))
+    monkeypatch.setenv("RSTAR_TOY_SLEEP_S", "4")
+    root = f"memory://rstar-{uuid.uuid4().hex}"
+    overrides = ["run.lock_manager=redis", f"run.redis_url={redis_url}"]
+    results: list = [None, None]
+
+    def go(i: int) -> None:
+        results[i] = toy_flow(root, overrides=overrides)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    assert results[0] is not None and results[0] == results[1]
+    assert sorted(executions(tmp_path / "runs.log")) == ["a", "b", "c"]
