@@ -28,12 +28,24 @@ class RunConfig(Section):
     # (or a shared POSIX filesystem); runs on several machines need Redis (README, Caching).
     lock_manager: Literal["file", "redis"] = operational("file")
     redis_url: str = operational("redis://127.0.0.1:6379/0")  # lock_manager: redis
+    # Stage name -> Prefect work pool. The flow (on a CPU worker) sends such a stage to the
+    # deployment `rstar-stage/<pool>` and waits for its artifact; other stages run in the
+    # flow's own process. Empty: everything runs where the flow runs.
+    work_pools: dict[str, str] = operational({})
 
 
 class HardwareConfig(Section):
     gpus_per_node: int = 0  # 0: the config runs on CPU
     nodes: int = 1
     accelerate_config: str | None = None  # path under configs/accelerate/
+    # Processes a long stage starts per node (pipeline/launcher.py); more than one in all
+    # means `accelerate launch`. None: one per GPU, or one on CPU.
+    processes_per_node: int | None = operational(None, ge=1)
+
+    @property
+    def processes(self) -> int:
+        """Processes per node a long stage runs with."""
+        return self.processes_per_node or max(self.gpus_per_node, 1)
 
 
 class TinyModelConfig(Section):

@@ -25,6 +25,7 @@ class StageSpec:
     upstream: tuple[str, ...] = ()
     delivered_by: str | None = None  # None: implemented. Else the issue that delivers it.
     long_running: bool = False  # True: the task runs it as a watched subprocess (SPEC §10)
+    needs_gpus: bool = False  # checked where the stage runs, against `hardware` (pipeline/hardware.py)
 
     @property
     def implemented(self) -> bool:
@@ -55,31 +56,39 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "sft", "training.sft", lambda c: {"cfg": c.sft, "hardware": c.hardware},
-        upstream=("assets", "cold_start"), delivered_by=f"{_LATER}: SFT",
+        upstream=("assets", "cold_start"), needs_gpus=True, delivered_by=f"{_LATER}: SFT",
     ),
     StageSpec(
         "rl_stage1", "training.rl", _rl("stage1"),
-        upstream=("sft", "decontaminate"), delivered_by=f"{_LATER}: GRPO-RoC RL",
+        upstream=("sft", "decontaminate"), needs_gpus=True, delivered_by=f"{_LATER}: GRPO-RoC RL",
     ),
     StageSpec(
         "rl_stage2", "training.rl", _rl("stage2"),
-        upstream=("rl_stage1", "decontaminate"), delivered_by=f"{_LATER}: GRPO-RoC RL",
+        upstream=("rl_stage1", "decontaminate"), needs_gpus=True, delivered_by=f"{_LATER}: GRPO-RoC RL",
     ),
     StageSpec(
         "stage3_filter", "training.stage3_filter", lambda c: {"cfg": c.rl.stage3_filter, "rollout": c.rollout},
-        upstream=("rl_stage2", "decontaminate"), delivered_by=f"{_LATER}: GRPO-RoC RL",
+        upstream=("rl_stage2", "decontaminate"), needs_gpus=True, delivered_by=f"{_LATER}: GRPO-RoC RL",
     ),
     StageSpec(
         "rl_stage3", "training.rl", _rl("stage3"),
-        upstream=("rl_stage2", "stage3_filter"), delivered_by=f"{_LATER}: GRPO-RoC RL",
+        upstream=("rl_stage2", "stage3_filter"), needs_gpus=True, delivered_by=f"{_LATER}: GRPO-RoC RL",
     ),
     StageSpec(
         "evaluation", "evaluation.math_eval", lambda c: {"cfg": c.eval, "rollout": c.rollout},
-        upstream=("sft", "rl_stage3"), delivered_by=f"{_LATER}: evaluation",
+        upstream=("sft", "rl_stage3"), needs_gpus=True, delivered_by=f"{_LATER}: evaluation",
     ),
 )
 
 BY_NAME: dict[str, StageSpec] = {s.name: s for s in STAGES}
+
+
+def load_stages(path: str) -> tuple[StageSpec, ...]:
+    """The stage tuple named `module:attribute` (the real one, or a test's toy stages)."""
+    import importlib
+
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr or "STAGES")
 
 
 def get_stage(name: str) -> StageSpec:

@@ -19,6 +19,8 @@ if ! curl -sf "$PREFECT_API_URL/health" >/dev/null; then
 fi
 
 prefect work-pool inspect rstar-local >/dev/null 2>&1 || prefect work-pool create rstar-local --type process >/dev/null
+# The GPU machines' pool: the paper config sends its GPU stages there. No worker here.
+prefect work-pool inspect rstar-gpu >/dev/null 2>&1 || prefect work-pool create rstar-gpu --type process >/dev/null
 prefect --no-prompt deploy --all >"$PREFECT_HOME/deploy.log" 2>&1 || { cat "$PREFECT_HOME/deploy.log"; exit 1; }
 
 WORKER_PID="$PREFECT_HOME/worker-$PREFECT_PORT.pid"

@@ -20,7 +20,11 @@ from prefect.cache_policies import CacheKeyFnPolicy
 from prefect.locking.filesystem import FileSystemLockManager
 from prefect.locking.protocol import LockManager
 
-from configs.schema import RunConfig
+from configs.schema import PipelineConfig, RunConfig
+from pipeline.keys import stage_key
+from pipeline.paths import REPO_ROOT
+from pipeline.stages import StageSpec
+from pipeline.store import ArtifactRef, ArtifactStore
 from tasks.stage_task import run_stage_task
 
 
@@ -47,3 +51,27 @@ def stage_task_for(state_dir: Path, run: RunConfig | None = None, locked: bool =
     return run_stage_task.with_options(
         cache_policy=policy, result_storage=state_dir / "results", result_serializer="json"
     )
+
+
+def _state_dir(store: ArtifactStore) -> Path:
+    return Path(store.root) / "_prefect" if store.is_local else REPO_ROOT / ".rstar" / "prefect-state"
+
+
+def run_cached(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], force: bool) -> ArtifactRef:
+    """Run (or reuse) one stage through the stage task; the store's index has the last word."""
+    store = ArtifactStore(cfg.run.artifacts_root)
+    key = stage_key(spec, cfg, ups)
+    # The index decides (tasks/cache.py): a Prefect record is read only when it is keyed by
+    # the digest the index holds now; with nothing indexed (or forced) it is refreshed.
+    indexed = None if force else store.lookup(spec.name, key)
+    record_key = f"{key}-{indexed.digest}" if indexed else key
+    task = stage_task_for(_state_dir(store), cfg.run).with_options(name=spec.name, task_run_name=spec.name)
+    ref = ArtifactRef.model_validate(task.with_options(refresh_cache=indexed is None)(
+        spec=spec, key=record_key, config=cfg.model_dump(mode="json"),
+        upstream={n: r.model_dump() for n, r in ups.items()}, force=force,
+    ))
+    current = store.lookup(spec.name, key)
+    if current is None:
+        raise RuntimeError(f"stage {spec.name!r} returned {ref.uri}, but the store at {store.root} has no "
+                           f"artifact for key {key}: was it deleted during the run?")
+    return current  # another run may have forced a recompute meanwhile: the index wins

@@ -102,12 +102,12 @@ def test_overlapping_runs_compute_each_stage_once(env, monkeypatch, locked):
     """With the lock the second run waits and reuses; without it both compute (the negative control)."""
     import functools
 
-    import flows.rstar_full
+    import tasks.cache
     from tasks.cache import stage_task_for
 
     root, log = env
     monkeypatch.setenv("RSTAR_TOY_SLEEP_S", "4")
-    monkeypatch.setattr(flows.rstar_full, "stage_task_for", functools.partial(stage_task_for, locked=locked))
+    monkeypatch.setattr(tasks.cache, "stage_task_for", functools.partial(stage_task_for, locked=locked))
     results: list = [None, None]
 
     def go(i: int) -> None:
@@ -183,8 +183,11 @@ def test_real_flow_refuses_paper_config_without_gpus(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has GPUs")
-    with pytest.raises(Exception, match=r"needs 8 GPU\(s\) per node"):
-        rstar_full(config="configs/rstar2_agent_14b.yaml", overrides=[f"run.artifacts_root={tmp_path}"])
+    # With every stage local (no work pools), the GPU stages need their GPUs here: it fails
+    # before any work. (With the shipped pools, each GPU stage is checked on its pool's worker.)
+    with pytest.raises(Exception, match=r"stage 'sft' of rstar2_agent_14b needs 8 GPU\(s\) per node"):
+        rstar_full(config="configs/rstar2_agent_14b.yaml",
+                   overrides=[f"run.artifacts_root={tmp_path}", "run.work_pools={}"])
     assert not any(tmp_path.iterdir())
 
 
