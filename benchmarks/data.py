@@ -1,7 +1,11 @@
 """Benchmark of data preparation (issue 5, point 6): rows/s of normalisation and of
 8-gram decontamination on generated problems, against every benchmark in ../shared.
 
-    python -m benchmarks.data [--problems 100000]
+    python -m benchmarks.data [--problems 100000] [--against HEAD]
+
+`--against REV` also times answer parsing and JSONL reading of this checkout against the
+`data_prep/integers.py` and `data_prep/reader.py` of git revision REV, interleaved, best
+of five each in CPU time (the speed check of a change to them on a noisy machine).
 
 Generated problems are drawn from the benchmarks' own vocabulary (30-80 words, with
 LaTeX), the worst case for the index: nearly every 8-word window has to be looked up.
@@ -17,8 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
+import sys
+import tempfile
 import time
+import types
 from functools import partial
+from pathlib import Path
 
 from data_prep.intake import normalise_rows
 from data_prep.ngrams import NgramIndex, words
@@ -75,9 +84,56 @@ def rate(n: int, seconds: float) -> str:
     return f"{n:>7} rows in {seconds:6.2f} s = {n / seconds:>9,.0f} rows/s"
 
 
+def module_at(rev: str, path: str) -> types.ModuleType:
+    """A module of this repository as it was at git revision `rev` (read-only `git show`)."""
+    source = subprocess.run(["git", "-C", str(REPO_ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True,
+                            check=True).stdout
+    name = f"_at_{rev}_{path.replace('/', '_').removesuffix('.py')}"
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def cpu_timed(fn) -> tuple[object, float]:  # noqa: ANN001
+    """fn() and the CPU seconds it took: other jobs on a shared machine move those far less than wall time."""
+    start = time.process_time()
+    result = fn()
+    return result, time.process_time() - start
+
+
+def compare_with(rev: str, answers: list[str], raws: list[dict]) -> None:
+    from data_prep.integers import parse_integer
+
+    old_integers, old_reader = module_at(rev, "data_prep/integers.py"), module_at(rev, "data_prep/reader.py")
+
+    def parse_all(parse) -> None:  # noqa: ANN001
+        for a in answers:
+            try:
+                parse(a, 18)
+            except Exception:  # noqa: BLE001, S110 (FilteredRow: a rejected answer is a result here)
+                pass
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "dapo.jsonl"
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in raws), encoding="utf-8")
+        for what, new, old in (("parse answers", lambda: parse_all(parse_integer),
+                                lambda: parse_all(old_integers.parse_integer)),
+                               ("read JSONL   ", lambda: SourceRows(str(path)),
+                                lambda: old_reader.SourceRows(str(path)))):
+            t_new, t_old = [], []
+            for _ in range(5):
+                t_old.append(cpu_timed(old)[1])
+                t_new.append(cpu_timed(new)[1])
+            n = len(answers)
+            print(f"{what} ({n} rows) vs {rev}: this checkout {n / min(t_new):>9,.0f} rows/s, "
+                  f"{rev} {n / min(t_old):>9,.0f} rows/s (CPU time), speed ratio {min(t_old) / min(t_new):.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.data")
     parser.add_argument("--problems", type=int, default=100_000)
+    parser.add_argument("--against", metavar="REV", help="also time parsing and reading against this git revision")
     args = parser.parse_args()
     n = args.problems
 
@@ -97,6 +153,20 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     print(f"normalisation (RL, DAPO layout + integer answers): {rate(n, elapsed)}; "
           f"{len(kept)} kept, {dict(sorted(rejects.counts.items()))}")
+
+    # Reading a local JSONL file (issue 9: bytes judged per row, lines cut at \n only), against a
+    # bare `json.loads` per line of the same file, the floor any reader pays.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "dapo.jsonl"
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in raws), encoding="utf-8")
+        bare, floor = cpu_timed(lambda: [json.loads(x) for x in path.read_text(encoding="utf-8").split("\n") if x])
+        read, elapsed = cpu_timed(lambda: SourceRows(str(path)))
+    assert len(read) == len(bare) == n
+    print(f"reading a JSONL source (SourceRows, CPU time):     {rate(n, elapsed)}; "
+          f"bare json.loads loop {n / floor:,.0f} rows/s, ratio {floor / elapsed:.2f}")
+
+    if args.against:
+        compare_with(args.against, [r["reward_model"]["ground_truth"] for r in raws], raws)
 
     glaive = SourceRows(str(REPO_ROOT.parent / "shared/data/samples/glaive_function_calling_v2.jsonl")) \
         if BENCHMARK_DIR.exists() else None

@@ -7,9 +7,13 @@ held-out eval set of the synthetic task (the tiny config's benchmark).
 
 from __future__ import annotations
 
+import logging
+
 from configs.data import BenchmarkSource
 from data_prep import synthetic
 from data_prep.reader import SourceRows
+
+log = logging.getLogger(__name__)
 
 SYNTHETIC_EVAL_STREAM = "eval"  # the stream of data_prep.synthetic the eval set is drawn from
 
@@ -22,11 +26,13 @@ def benchmark_texts(bench: BenchmarkSource, synthetic_problems: int, synthetic_s
     """(item id, text) pairs; raises FileNotFoundError for a local path that is absent."""
     if bench.is_synthetic:
         return [(p.id, p.problem) for p in synthetic_eval_set(synthetic_problems, synthetic_seed)]
-    rows = SourceRows(bench.location, bench.hub_config, bench.split)
+    rows = SourceRows(bench.location, bench.hub_config, bench.split, revision=bench.revision)
     rows.check_fields(f"benchmark {bench.name}", tuple(bench.text_fields))
     out: list[tuple[str, str]] = []
     for raw in rows.iter():
-        if raw.data is None:
+        if raw.data is None:  # said, since its n-grams then go unchecked
+            log.warning("benchmark %s: %s row %d unreadable (%s: %s), not indexed", bench.name, raw.file, raw.row,
+                        raw.reason, raw.error)
             continue
         item = raw.data.get("id", raw.data.get("unique_id", raw.position))
         for name in bench.text_fields:

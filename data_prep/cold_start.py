@@ -41,7 +41,8 @@ def open_rows(src: ColdStartSource, cfg: ColdStartConfig, label: str) -> SourceR
                    for p in problems]
         rows = SourceRows.from_records(f"synthetic:sft-{label}", records)
     else:
-        rows = SourceRows(src.location, src.hub_config, src.split, list(fmt.columns) if fmt.columns else None)
+        rows = SourceRows(src.location, src.hub_config, src.split, list(fmt.columns) if fmt.columns else None,
+                          revision=src.revision)
     rows.check_fields(src.source, fmt.required_fields)
     return rows
 

@@ -76,7 +76,7 @@ def normalise_rows(
             break
         counts.rows_read += 1
         if raw.data is None:
-            rejects.add(label, raw, "malformed", "invalid_json", raw.error)
+            rejects.add(label, raw, "malformed", raw.reason or "invalid_json", raw.error)
             counts.rejected["malformed"] += 1
             continue
         try:

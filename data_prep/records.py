@@ -98,7 +98,7 @@ class RawProblem:
     """What an RL source normaliser extracts; the stage turns `answer` into an int."""
 
     problem: str
-    answer: str  # as the source writes it ("025", "1,000", "\\boxed{7}", ...)
+    answer: object  # as the source gives it ("025", "1,000", "\\boxed{7}", 25, 25.0, ...)
 
 
 def require(row: dict, key: str, kind: type | tuple[type, ...] = str) -> object:

@@ -51,7 +51,8 @@ def open_rows(src: RLSource, cfg: RLCurationConfig, label: str) -> SourceRows:
         rows = SourceRows.from_records(f"synthetic:rl-{label}",
                                        [{"id": p.id, "problem": p.problem, "answer": p.answer} for p in problems])
     else:
-        rows = SourceRows(src.location, src.hub_config, src.split, list(fmt.columns) if fmt.columns else None)
+        rows = SourceRows(src.location, src.hub_config, src.split, list(fmt.columns) if fmt.columns else None,
+                          revision=src.revision)
     rows.check_fields(src.source, fmt.required_fields)
     return rows
 
@@ -104,7 +105,7 @@ def run(cfg: RLCurationConfig, inputs: dict[str, Path], out_dir: Path, rollout: 
         progress.report(len(cfg.sources), len(cfg.sources) + 1, f"rl curation: agreement filter on {len(filtering)}")
         model, tokenizer = filter_model(cfg.agreement, inputs)
         agreements = run_agreement_filter(filtering, cfg.agreement, rollout, sandbox, model, tokenizer)
-        _write_agreements(out_dir / "agreement.parquet", agreements)
+        write_agreements(out_dir / "agreement.parquet", agreements)
         dropped = {a.problem_id: a for a in agreements if not a.kept}
         for label, raw, problem in kept:
             if (a := dropped.get(problem.id)) is not None:
@@ -131,11 +132,13 @@ def run(cfg: RLCurationConfig, inputs: dict[str, Path], out_dir: Path, rollout: 
     return metrics
 
 
-def _write_agreements(path: Path, agreements: list[Agreement]) -> None:
+def write_agreements(path: Path, agreements: list[Agreement]) -> None:
     schema = pa.schema([("problem_id", pa.string()), ("label", pa.int64()), ("answers", pa.list_(pa.int64())),
-                        ("agreeing", pa.int64()), ("kept", pa.bool_()), ("tool_calls", pa.int64())])
-    rows = [{"problem_id": a.problem_id, "label": a.label, "answers": list(a.answers), "agreeing": a.agreeing,
-             "kept": a.kept, "tool_calls": a.tool_calls} for a in agreements]
+                        ("answer_texts", pa.list_(pa.string())), ("agreeing", pa.int64()), ("kept", pa.bool_()),
+                        ("tool_calls", pa.int64())])
+    rows = [{"problem_id": a.problem_id, "label": a.label, "answers": list(a.answers),
+             "answer_texts": list(a.answer_texts), "agreeing": a.agreeing, "kept": a.kept,
+             "tool_calls": a.tool_calls} for a in agreements]
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 

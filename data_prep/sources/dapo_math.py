@@ -42,7 +42,7 @@ def normalise(row: dict) -> RawProblem:
     problem = strip_template(prompt)
     if not problem:
         raise MalformedRow("empty_problem", "the prompt holds no problem text")
-    return RawProblem(problem, answer if isinstance(answer, str) else str(answer))
+    return RawProblem(problem, answer)  # a number stays a number: str(1.2345678901234568e+17) would invent digits
 
 
 FORMAT = SourceFormat(required_fields=("prompt", "reward_model|solution"), normalise=normalise,

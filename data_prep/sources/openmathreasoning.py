@@ -23,7 +23,7 @@ def normalise(row: dict) -> RawProblem:
     origin = row.get("problem_source")
     if isinstance(origin, str) and not origin.startswith("aops"):
         raise FilteredRow("not_aops", f"problem_source {origin!r}")
-    return RawProblem(problem, str(answer))
+    return RawProblem(problem, answer)
 
 
 FORMAT = SourceFormat(required_fields=("problem", "expected_answer"), normalise=normalise,

@@ -22,7 +22,7 @@ def normalise(row: dict) -> RawProblem:
     attachments = [link for link in links if isinstance(link, str) and "resources/" in link]
     if attachments or "resources/documents/" in problem:
         raise FilteredRow("needs_attachment", f"links {attachments[:2]}")
-    return RawProblem(problem, str(answer))
+    return RawProblem(problem, answer)
 
 
 FORMAT = SourceFormat(required_fields=("problem", "answer"), normalise=normalise)

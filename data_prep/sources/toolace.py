@@ -43,7 +43,8 @@ def tools_from_system(system: str) -> tuple[dict, ...]:
 
 def system_preamble(system: str) -> str:
     head = system.split(_PREAMBLE_END, 1)[0]
-    return "\n".join(line.strip() for line in head.strip().splitlines())
+    # split("\n"), not splitlines(): a U+2028 or U+0085 inside the text is content, not a line end
+    return "\n".join(line.strip() for line in head.strip().split("\n"))
 
 
 def _raw_messages(conversations: list, names: list[str]) -> list[Message]:

@@ -35,7 +35,7 @@ GLAIVE_LINES = [
     json.dumps({"system": SYSTEM + "{\"name\": ", "chat": _chat("{}")}),                           # bad tool JSON
 ]
 EXPECTED = {1: "invalid_json", 2: "missing_field", 3: "wrong_type", 4: "unparseable_call", 5: "invalid_json",
-            6: "invalid_json", 7: "unknown_tool", 8: "invalid_json"}
+            6: "not_an_object", 7: "unknown_tool", 8: "invalid_json"}
 
 
 def test_malformed_rows_go_to_rejects_with_file_row_reason(tmp_path):
@@ -49,7 +49,7 @@ def test_malformed_rows_go_to_rejects_with_file_row_reason(tmp_path):
     assert all(r["file"] == str(path) and r["source"] == "glaive_fc_v2" and r["kind"] == "malformed"
                for r in rejects)
     card = (tmp_path / "card.md").read_text()
-    assert "| malformed | glaive_fc_v2 | invalid_json | 4 |" in card
+    assert "| malformed | glaive_fc_v2 | invalid_json | 3 |" in card
     assert "| malformed | glaive_fc_v2 | unknown_tool | 1 |" in card
 
 

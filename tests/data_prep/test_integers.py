@@ -1,10 +1,10 @@
-"""Integer normalisation of RL answers (SPEC §8)."""
+"""Integer normalisation of RL answers (SPEC §8): rollout.answer's rules, reasons for the card."""
 
 from __future__ import annotations
 
 import pytest
 
-from data_prep.integers import last_boxed, parse_integer
+from data_prep.integers import parse_integer
 from data_prep.records import FilteredRow
 
 
@@ -13,6 +13,8 @@ from data_prep.records import FilteredRow
     ("12.0", 12), ("-3", -3), ("+5", 5), ("00", 0), ("1{,}000", 1000), ("1\\,000", 1000), ("10 000", 10000),
     ("1e6", 1000000), ("1.5e3", 1500), ("The answer is \\boxed{\\text{25}}.", 25), ("\\boxed{\\boxed{3}}", 3),
     (" 7. ", 7), (14, 14), ("999999999999999999", 999999999999999999),
+    ("10,\\!080", 10080), ("11,\\! 111,\\! 111,\\! 100", 11111111100), ("\\$32,\\!348", 32348),  # MATH-500's
+    (12.0, 12), (-3.0, -3), ("1200e-2", 12), ("1,234.00", 1234), ("-0", 0),
 ])
 def test_integer_answers(text, value):
     assert parse_integer(text, 18) == value
@@ -26,6 +28,11 @@ def test_integer_answers(text, value):
     ("x = 5", "complex_format"), (True, "complex_format"),
     ("", "empty_answer"), ("   ", "empty_answer"), (None, "empty_answer"),
     ("6.5e27330467", "too_large"), ("1234567890123456789", "too_large"), ("-1234567890123456789", "too_large"),
+    ("1, 2", "complex_format"), ("3,4,5", "complex_format"), ("1, 234", "complex_format"),  # lists, not 12/345
+    ("١٢", "complex_format"), ("１２", "complex_format"), ([1], "complex_format"),
+    ("1e999999999", "too_large"), ("1e-5", "not_integer"), ("1,234.5", "not_integer"),
+    (float("inf"), "too_large"), (float("nan"), "complex_format"), (2.5, "not_integer"),
+    (1e20, "too_large"), (123456789012345678.0, "inexact_float"),  # a float's digits past 2^53 are lost
 ])
 def test_non_integer_answers_are_dropped_with_a_reason(text, reason):
     with pytest.raises(FilteredRow) as err:
@@ -43,9 +50,3 @@ def test_digit_limit_is_configurable():
 def test_huge_exponent_is_never_expanded():
     with pytest.raises(FilteredRow, match="too_large"):
         parse_integer("6.5e27330467", 18)  # would need 27 million digits
-
-
-def test_last_boxed_balances_braces():
-    assert last_boxed("a \\boxed{1} b \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
-    assert last_boxed("no box") is None
-    assert last_boxed("\\boxed{unclosed") is None

@@ -46,8 +46,9 @@ def test_agreement_filter_keeps_problems_with_two_agreeing_samples(tmp_path, mon
     script = {
         "Problem 0?": [boxed(100), boxed(100), boxed(7), boxed(8)],    # 2 agree: kept
         "Problem 1?": [boxed(101), tool_only, tool_only, boxed(9)],    # 1 agrees: dropped
-        "Problem 2?": [boxed("1{,}02"), boxed(102), boxed(102.5), "no answer"],  # 2 agree ("1{,}02" = 102)
-        "Problem 3?": [boxed(3), boxed(3), boxed(3), boxed(3)],        # 0 agree: dropped
+        # 2 agree: "102.0" is 102, "1{,}02" is no thousands grouping (labels are read the same way)
+        "Problem 2?": [boxed("1{,}02"), boxed(102), boxed("102.0"), "no answer"],
+        "Problem 3?": [boxed(3), boxed(10**25), boxed("1, 03"), boxed(3)],  # 0 agree; 10^25 is beyond int64
     }
     runtime = ScriptedRuntime(script)
     seen = {}
@@ -73,6 +74,9 @@ def test_agreement_filter_keeps_problems_with_two_agreeing_samples(tmp_path, mon
     agreement = {a["problem_id"]: a for a in pq.read_table(tmp_path / "agreement.parquet").to_pylist()}
     assert [a["agreeing"] for a in agreement.values()] == [2, 1, 2, 0]
     assert agreement["openmathreasoning-1"]["answers"] == [101, None, None, 9]
+    assert agreement["openmathreasoning-2"]["answers"] == [None, 102, 102, None]
+    assert agreement["openmathreasoning-3"]["answers"] == [3, None, None, 3]
+    assert agreement["openmathreasoning-3"]["answer_texts"] == ["3", str(10**25), "1, 03", "3"]
     rejects = [json.loads(x) for x in (tmp_path / "rejects.jsonl").read_text().splitlines()]
     assert sorted(r["row"] for r in rejects if r["reason"] == "filter_disagreement") == [1, 3]
 
