@@ -161,7 +161,8 @@ def test_hub_batch_with_invalid_utf8_is_read_row_by_row(monkeypatch):
     raw = pa.array([b"Fine 0?", b"Bad \xff 1?", b"Fine 2?"], pa.binary())
     prompts = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
     table = pa.table({"prompt": prompts, "solution": ["1", "2", "3"]})
-    monkeypatch.setattr(datasets, "load_dataset", lambda path, name=None, split=None, revision=None: datasets.Dataset(table))
+    monkeypatch.setattr(datasets, "load_dataset",
+                        lambda path, name=None, split=None, revision=None: datasets.Dataset(table))
     rows = list(SourceRows("org/dapo-like").iter())
     assert [(r.row, r.reason, (r.data or {}).get("prompt")) for r in rows] == [
         (0, "", "Fine 0?"), (1, "invalid_utf8", None), (2, "", "Fine 2?")]

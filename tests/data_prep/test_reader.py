@@ -41,7 +41,8 @@ def test_hub_ids_go_through_load_dataset(monkeypatch):
                                            for i in range(2500)])
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    rows = SourceRows("nvidia/OpenMathReasoning", None, "cot", columns=["problem", "expected_answer"], revision="d3adb33f")
+    rows = SourceRows("nvidia/OpenMathReasoning", None, "cot", columns=["problem", "expected_answer"],
+                      revision="d3adb33f")
     assert calls == {"path": "nvidia/OpenMathReasoning", "name": None, "split": "cot", "revision": "d3adb33f"}
     assert rows.label == "hub:nvidia/OpenMathReasoning:cot@d3adb33f" and len(rows) == 2500
     shuffled = list(rows.iter(seed=0))
