@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from configs.data import DataConfig
 from configs.fields import operational
@@ -68,16 +68,38 @@ class ModelConfig(Section):
     tiny: TinyModelConfig = TinyModelConfig()
 
 
+class SFTHeldoutConfig(Section):
+    """Accuracy before and after SFT on the generated held-out problems, measured through the
+    rollout runtime and the code service (the tiny config's proof that SFT teaches)."""
+
+    enabled: bool = False  # the paper config measures with the evaluation stage instead
+    problems: int = Field(200, ge=1)  # the synthetic eval set of data.decontaminate (same generator, same seed)
+    seed: int = 0
+    samples_per_problem: int = Field(4, ge=1)
+    temperature: float = 0.6  # SPEC §9's evaluation temperature
+    max_turns: int = Field(4, ge=1)
+    max_response_tokens: int = Field(512, ge=1)
+
+
 class SFTConfig(Section):
     """Non-reasoning cold start (SPEC §7)."""
 
     lr: float = 5e-6
-    global_batch_size: int = 128
-    micro_batch_per_device: int = 1
-    warmup_ratio: float = 0.04
+    # Per-device batch x accumulation x processes must equal it (training/batch_plan.py).
+    global_batch_size: int = Field(128, ge=1)
+    micro_batch_per_device: int = Field(1, ge=1)
+    warmup_ratio: float = Field(0.04, ge=0.0, le=1.0)
     lr_scheduler: Literal["cosine", "constant", "linear"] = "cosine"
-    epochs: int = 3
-    max_seq_tokens: int = 8192
+    epochs: float = Field(3, gt=0)
+    max_seq_tokens: int = Field(8192, ge=16)  # longer conversations are cut (TRL truncates from the end)
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    seed: int = 0  # weight init of new heads, data order
+    # Padding-free packing (TRL's `bfd`): several conversations per row, attention kept
+    # within each (position ids). Same loss, fewer pad tokens: `python -m benchmarks.sft`.
+    packing: bool = True
+    checkpoint_every_steps: int = operational(50, ge=1)  # where a killed run resumes from
+    heldout: SFTHeldoutConfig = SFTHeldoutConfig()
 
 
 class RoCConfig(Section):

@@ -55,7 +55,7 @@ STAGES: tuple[StageSpec, ...] = (
         upstream=("rl_curation",), delivered_by=None,
     ),
     StageSpec(
-        "sft", "training.sft", lambda c: {"cfg": c.sft, "hardware": c.hardware},
+        "sft", "training.sft", lambda c: {"cfg": c.sft, "rollout": c.rollout, "sandbox": c.sandbox},
         upstream=("assets", "cold_start"), needs_gpus=True, delivered_by=f"{_LATER}: SFT",
     ),
     StageSpec(

@@ -38,3 +38,9 @@ def tiny_assets() -> AssetPaths:
     store = ArtifactStore(str(TEST_STORE))
     ref = run_stage(get_stage("assets"), PipelineConfig(), {}, store)
     return asset_paths(store.local_path(ref))
+
+
+@pytest.fixture(scope="session")
+def tiny_assets_dir(tiny_assets) -> Path:
+    """The `assets` artifact directory itself (stages take it as their `assets` input)."""
+    return Path(tiny_assets.model).parent

@@ -1,10 +1,137 @@
-"""PLACEHOLDER for stage `sft`: not implemented yet (see pipeline/stages.py, delivered_by).
+"""Stage `sft`: the non-reasoning cold start, TRL's SFTTrainer on tool-calling chats (SPEC §7).
 
-Running it fails at once with a message naming the issue that delivers it:
+Input: the `assets` artifact (model and tokenizer, built offline or a hub id) and the
+`cold_start` artifact (`sft.parquet`). Loss on assistant tokens only (tool calls
+included; system, user and tool feedback masked) through the chat template's
+`{% generation %}` markers (training/sft_data.py). The global batch is fixed by the
+config and split over processes (training/batch_plan.py). Checkpoints go to the stage's
+work directory every `checkpoint_every_steps`; a rerun after a kill resumes from the
+last one with the same data order. Output: `model/` (weights, tokenizer with the
+project's chat template), `curves.csv`, `curves.png`, `tensorboard/`, and, when
+`heldout.enabled`, accuracy before and after on held-out problems in the metrics.
+
     python -m training.sft --config configs/tiny.yaml
+    accelerate launch --config_file configs/accelerate/zero3.yaml -m training.sft --config configs/rstar2_agent_14b.yaml
 """
 
 from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM
+from transformers.trainer_utils import get_last_checkpoint
+from trl import SFTConfig as TRLSFTConfig
+from trl import SFTTrainer
+
+from assets.paths import asset_paths
+from configs.rollout import RolloutConfig
+from configs.sandbox import SandboxConfig
+from configs.schema import SFTConfig, SFTHeldoutConfig
+from data_prep.benchmark_texts import synthetic_eval_set
+from training.batch_plan import BatchPlan
+from training.curves import CurveLogger, plot_curves
+from training.heldout import Accuracy, heldout_accuracy
+from training.sft_data import chat_rows, training_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch / torchrun
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def build_trainer(cfg: SFTConfig, model_path: str, tokenizer_path: str, sft_parquet: Path, trainer_dir: Path,
+                  curves_dir: Path, max_steps: int = -1) -> SFTTrainer:
+    """The TRL trainer for this config; `max_steps` > 0 cuts training short (tests, benchmarks)."""
+    plan = BatchPlan.make(cfg.global_batch_size, cfg.micro_batch_per_device, world_size())
+    tokenizer = training_tokenizer(tokenizer_path)
+    on_gpu = torch.cuda.is_available()
+    args = TRLSFTConfig(
+        output_dir=str(trainer_dir),
+        learning_rate=cfg.lr,
+        per_device_train_batch_size=plan.micro_batch_per_device,
+        gradient_accumulation_steps=plan.accumulation,
+        num_train_epochs=cfg.epochs,
+        max_steps=max_steps,
+        lr_scheduler_type="constant_with_warmup" if cfg.lr_scheduler == "constant" else cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_ratio,  # a float in [0, 1) is a share of the total steps (transformers 5)
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.grad_clip,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        bf16=on_gpu,
+        use_cpu=not on_gpu,
+        assistant_only_loss=True,
+        max_length=cfg.max_seq_tokens,
+        packing=cfg.packing,
+        packing_strategy="bfd",
+        padding_free=cfg.packing,
+        save_strategy="steps",
+        save_steps=cfg.checkpoint_every_steps,
+        logging_steps=1,
+        report_to="none",  # TensorBoard below, writing beside the curves rather than under the work dir
+        dataset_num_proc=None,
+        gradient_checkpointing=on_gpu,
+        disable_tqdm=not is_main_process(),
+    )
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.bfloat16 if on_gpu else torch.float32)
+    dataset = Dataset.from_list([{"messages": r["messages"], "tools": r["tools"]} for r in chat_rows(sft_parquet)])
+    from torch.utils.tensorboard import SummaryWriter
+    from transformers.integrations import TensorBoardCallback
+
+    callbacks = [CurveLogger(curves_dir)]
+    if is_main_process():
+        callbacks.append(TensorBoardCallback(SummaryWriter(str(curves_dir / "tensorboard"))))
+    return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
+
+
+def _heldout(cfg: SFTHeldoutConfig, model: str, tokenizer: str, rollout: RolloutConfig,
+             sandbox: SandboxConfig) -> Accuracy:
+    problems = synthetic_eval_set(cfg.problems, cfg.seed)
+    return heldout_accuracy(model, tokenizer, [p.problem for p in problems], [str(p.answer) for p in problems],
+                            rollout, sandbox, cfg.samples_per_problem, cfg.max_turns, cfg.max_response_tokens,
+                            cfg.temperature, cfg.seed)
+
+
+def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: dict[str, Path], out_dir: Path,
+        work: Path | None = None, max_steps: int = -1) -> dict[str, float]:
+    paths = asset_paths(inputs["assets"])
+    sft_parquet = inputs["cold_start"] / "sft.parquet"
+    if not sft_parquet.exists():
+        raise FileNotFoundError(f"the cold_start artifact {inputs['cold_start']} has no sft.parquet")
+    trainer_dir = (work or out_dir / "_work") / "trainer"
+    metrics: dict[str, float] = {}
+    if cfg.heldout.enabled and is_main_process():
+        metrics |= _heldout(cfg.heldout, paths.model, paths.tokenizer, rollout, sandbox).metrics("before")
+
+    trainer = build_trainer(cfg, paths.model, paths.tokenizer, sft_parquet, trainer_dir, out_dir, max_steps)
+    resume = get_last_checkpoint(str(trainer_dir)) if trainer_dir.exists() else None
+    if resume:
+        log.info("sft: resuming from %s", resume)
+    result = trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model(str(out_dir / "model"))  # the tokenizer (with its chat template) goes along
+    if not is_main_process():
+        return {}
+    plot_curves(out_dir / "curves.csv", out_dir / "curves.png", f"SFT: {paths.model}")
+    metrics |= {"steps": trainer.state.global_step, "train_loss": round(result.training_loss, 5),
+                "final_loss": round(trainer.state.log_history[-2]["loss"], 5) if len(trainer.state.log_history) > 1
+                else None, "resumed_from_step": int(resume.rsplit("-", 1)[1]) if resume else 0,
+                "processes": world_size(), "accumulation": trainer.args.gradient_accumulation_steps}
+    if cfg.heldout.enabled:
+        metrics |= _heldout(cfg.heldout, str(out_dir / "model"), str(out_dir / "model"), rollout, sandbox).metrics(
+            "after")
+    if work is None:
+        shutil.rmtree(out_dir / "_work", ignore_errors=True)
+    return metrics
 
 
 def main() -> None:
