@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from configs.fields import operational
+
 # Registry keys of data_prep.sources (one normaliser per source format).
 ColdStartSourceName = Literal[
     "toolace", "apigen_mt", "glaive_fc_v2", "magicoder_oss", "magicoder_evol", "tulu3", "nemotron_chat",
@@ -27,13 +29,17 @@ _LONGEST_INT64_DIGITS = 18  # answers are stored as int64 in problems.parquet
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_default=True)  # defaults typed as if loaded: same key
 
 
 class _Location(_Section):
     location: str = "synthetic"  # `synthetic`, a local path or a hub id (see module docstring)
     hub_config: str | None = None  # `name=` of load_dataset; hub ids only
     split: str = "train"  # hub ids only
+    # Hub ids only: a commit sha, tag or branch passed to load_dataset. The stage key records
+    # it (resolved to a commit when the hub is reachable); pin a commit for keys that do
+    # not depend on being online.
+    revision: str | None = None
 
     @property
     def is_synthetic(self) -> bool:
@@ -62,10 +68,10 @@ class RewriteConfig(_Section):
 
     endpoint_url: str | None = None  # e.g. https://api.openai.com/v1; None: rewriting is off
     model: str = "o4-mini"
-    api_key_env: str = "OPENAI_API_KEY"  # name of the environment variable, never the key
+    api_key_env: str = operational("OPENAI_API_KEY")  # name of the environment variable, never the key
     modes: dict[ColdStartSourceName, RewriteMode] = {"tulu3": "response", "nemotron_chat": "prompt"}
-    max_concurrent_requests: int = Field(default=8, ge=1)
-    timeout_s: float = 120.0  # one request
+    max_concurrent_requests: int = operational(8, ge=1)
+    timeout_s: float = operational(120.0)  # one request
 
 
 class ColdStartConfig(_Section):
@@ -97,7 +103,7 @@ class AgreementFilterConfig(_Section):
     tokenizer: str | None = None  # None: the model's (or the assets artifact's) tokenizer
     # SGLang servers serving the filter model (they are started with their model); empty:
     # `rollout.sglang_urls`. Unused by the local `hf` engine, which loads `model` itself.
-    sglang_urls: list[str] = []
+    sglang_urls: list[str] = operational([])
     samples_per_problem: int = Field(default=4, ge=1)  # paper: 16
     min_agreeing: int = Field(default=2, ge=1)  # paper: 2
     max_turns: int = Field(default=2, ge=1)
@@ -143,27 +149,21 @@ class BenchmarkSource(_Location):
     name: str  # label in the report, e.g. aime24
     text_fields: list[str] = ["problem"]  # indexed separately; a list-valued field indexes each item
     split: str = "test"
+    # A benchmark that cannot be loaded fails the stage, unless it is optional: then it is
+    # skipped and the card says so (for local copies that only some machines have).
+    optional: bool = False
 
 
 class DecontaminateConfig(_Section):
     """8-gram decontamination of the RL problems against the benchmarks (SPEC §8)."""
 
     ngram_words: int = Field(default=8, ge=1)
-    # Tiny: the generated held-out synthetic eval set, plus the local benchmark copies of
-    # ../shared (a recorded skip where a fresh clone lacks them).
-    benchmarks: list[BenchmarkSource] = [
-        BenchmarkSource(name="synthetic_eval", location="synthetic"),
-        BenchmarkSource(name="aime24", location="../shared/data/benchmarks/aime2024.jsonl"),
-        BenchmarkSource(name="aime25", location="../shared/data/benchmarks/aime2025.jsonl"),
-        BenchmarkSource(name="hmmt25", location="../shared/data/benchmarks/hmmt_feb_2025.jsonl"),
-        BenchmarkSource(name="math500", location="../shared/data/benchmarks/math500.jsonl"),
-        BenchmarkSource(name="gpqa_diamond", location="../shared/data/benchmarks/gpqa_diamond.jsonl",
-                        text_fields=["question", "choices"]),
-        BenchmarkSource(name="ifeval", location="../shared/data/benchmarks/ifeval.jsonl", text_fields=["prompt"]),
-    ]
+    # Tiny: the generated held-out synthetic eval set (the set tiny evaluation scores). No
+    # default names a path outside the repository; add the real benchmarks by hub id (paper
+    # config) or by a local path (e.g. `--set` or a YAML of your own).
+    benchmarks: list[BenchmarkSource] = [BenchmarkSource(name="synthetic_eval", location="synthetic")]
     synthetic_eval_problems: int = Field(default=200, ge=1)  # size of the generated held-out set
     synthetic_eval_seed: int = 0
-    on_missing_benchmark: Literal["skip", "fail"] = "skip"  # a local path that does not exist
     card_examples_per_benchmark: int = 3  # removed problems shown in the data card
 
 

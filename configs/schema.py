@@ -17,7 +17,7 @@ from configs.sandbox import SandboxConfig
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_default=True)  # defaults typed as if loaded: same key
 
 
 class RunConfig(Section):
@@ -90,7 +90,7 @@ class SFTConfig(Section):
     micro_batch_per_device: int = Field(1, ge=1)
     warmup_ratio: float = Field(0.04, ge=0.0, le=1.0)
     lr_scheduler: Literal["cosine", "constant", "linear"] = "cosine"
-    epochs: float = Field(3, gt=0)
+    epochs: float = Field(3.0, gt=0)
     max_seq_tokens: int = Field(8192, ge=16)  # longer conversations are cut (TRL truncates from the end)
     weight_decay: float = 0.0
     grad_clip: float = 1.0

@@ -39,6 +39,7 @@ class Agreement:
     agreeing: int  # samples whose integer equals the label
     kept: bool
     tool_calls: int  # over all samples: how much the filter model used the tool
+    failed_samples: int = 0  # trajectories no engine finished (rollout failure isolation): no answer
 
 
 def sample_integer(answer: str | None) -> int | None:
@@ -51,15 +52,16 @@ def sample_integer(answer: str | None) -> int | None:
         return None
 
 
-def agreement_of(problem: RLProblem, turns_per_sample: list[list[str]], tool_calls: int,
+def agreement_of(problem: RLProblem, turns_per_sample: list[list[str] | None], tool_calls: int,
                  min_agreeing: int) -> Agreement:
-    """Agreement of one problem's samples, each given as the model's own turns."""
-    texts = [final_answer(turns) for turns in turns_per_sample]
+    """Agreement of one problem's samples, each given as the model's own turns (None: the
+    trajectory failed; its partial text may hold a box, which must not count)."""
+    texts = [None if turns is None else final_answer(turns) for turns in turns_per_sample]
     answers = [sample_integer(t) for t in texts]
     agreeing = sum(1 for a in answers if a == problem.answer)
     cut = tuple(None if t is None else t[:_ANSWER_TEXT_CHARS] for t in texts)
     return Agreement(problem.id, problem.answer, tuple(answers), cut, agreeing,
-                     agreeing >= min_agreeing, tool_calls)
+                     agreeing >= min_agreeing, tool_calls, sum(turns is None for turns in turns_per_sample))
 
 
 async def _sample(problems: list[RLProblem], cfg: AgreementFilterConfig, rollout_cfg: RolloutConfig,
@@ -77,9 +79,12 @@ async def _sample(problems: list[RLProblem], cfg: AgreementFilterConfig, rollout
                 max_response_tokens=cfg.max_response_tokens, temperature=cfg.temperature, seed=cfg.seed + start,
             )
             for problem, group in zip(chunk, groups, strict=True):
-                out.append(agreement_of(problem, [t.turns for t in group], sum(len(t.tool_calls) for t in group),
-                                        cfg.min_agreeing))
+                out.append(agreement_of(problem, [None if t.failed else t.turns for t in group],
+                                        sum(len(t.tool_calls) for t in group), cfg.min_agreeing))
             log.info("agreement filter: %d/%d problems sampled", len(out), len(problems))
+            if groups.failed:
+                log.warning("agreement filter: %d trajectories failed and count as no answer: %s",
+                            groups.failed, dict(groups.failures))
     return out
 
 

@@ -127,6 +127,7 @@ def run(cfg: RLCurationConfig, inputs: dict[str, Path], out_dir: Path, rollout: 
         "filter_ran": int(bool(agreements)),
         "filter_problems": len(filtering),
         "filter_kept": sum(a.kept for a in agreements) if agreements else len(filtering),
+        "filter_failed_samples": sum(a.failed_samples for a in agreements),  # counted as no answer
     }
     metrics.update({f"problems_{c.label}": per_source[c.label] for c in counts})
     return metrics
@@ -135,10 +136,10 @@ def run(cfg: RLCurationConfig, inputs: dict[str, Path], out_dir: Path, rollout: 
 def write_agreements(path: Path, agreements: list[Agreement]) -> None:
     schema = pa.schema([("problem_id", pa.string()), ("label", pa.int64()), ("answers", pa.list_(pa.int64())),
                         ("answer_texts", pa.list_(pa.string())), ("agreeing", pa.int64()), ("kept", pa.bool_()),
-                        ("tool_calls", pa.int64())])
+                        ("tool_calls", pa.int64()), ("failed_samples", pa.int64())])
     rows = [{"problem_id": a.problem_id, "label": a.label, "answers": list(a.answers),
              "answer_texts": list(a.answer_texts), "agreeing": a.agreeing, "kept": a.kept,
-             "tool_calls": a.tool_calls} for a in agreements]
+             "tool_calls": a.tool_calls, "failed_samples": a.failed_samples} for a in agreements]
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 

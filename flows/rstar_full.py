@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
+from prefect.states import Cancelled
 
 from configs.load import load_config
 from configs.schema import PipelineConfig
 from flows.rstar_stage import dispatch
 from pipeline.hardware import check_hardware
+from pipeline.launcher import StageCancelledError
 from pipeline.paths import REPO_ROOT
 from pipeline.runner import resolve_upstream
 from pipeline.stages import STAGES, StageSpec
@@ -36,7 +38,10 @@ def rstar_full(
     """Run the pipeline. `only`: one stage on recorded upstreams; `force`: stages to
     recompute; `until`: stop after this stage."""
     cfg = load_config(REPO_ROOT / config, overrides or [])
-    return run_pipeline(cfg, STAGES, only=only, force=force, until=until)
+    try:
+        return run_pipeline(cfg, STAGES, only=only, force=force, until=until)
+    except StageCancelledError as e:  # else the engine would end a cancelled run Failed
+        return Cancelled(message=str(e))
 
 
 def run_pipeline(

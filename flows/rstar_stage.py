@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from prefect import flow
 from prefect.deployments import run_deployment
+from prefect.states import Cancelled
 
 from configs.schema import PipelineConfig
 from pipeline.hardware import check_hardware
 from pipeline.keys import stage_key
+from pipeline.launcher import StageCancelledError
 from pipeline.stages import StageSpec, load_stages
 from pipeline.store import ArtifactRef, ArtifactStore
 from tasks.cache import run_cached
@@ -33,7 +35,10 @@ def rstar_stage(
     if spec.needs_gpus:
         check_hardware(cfg.hardware, cfg.run.name, stage=spec.name)  # on the machine that runs it
     ups = {name: ArtifactRef.model_validate(r) for name, r in upstream.items()}
-    return run_cached(spec, cfg, ups, force).model_dump()
+    try:
+        return run_cached(spec, cfg, ups, force).model_dump()
+    except StageCancelledError as e:  # else the engine would end a cancelled run Failed
+        return Cancelled(message=str(e))
 
 
 def dispatch(

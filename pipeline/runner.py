@@ -3,25 +3,33 @@
 `run_stage` is what both `python -m <stage module>` and the Prefect tasks call: it
 computes the stage key, returns the committed artifact when there is one (unless
 forced), else runs the stage's `run()` into a staging directory and commits it.
+
+A stage whose `run()` takes `work` gets its persistent work directory (pipeline/workdir.py)
+and writes its output there, so a rerun resumes from its checkpoints. Under a
+multi-process launch (`accelerate launch`, torchrun: RANK/WORLD_SIZE set) every rank runs
+`run()` and only rank 0 commits; ranks share the work dir's output directory, and a stage
+that writes from several ranks waits for them (a barrier) before returning.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
+import inspect
 import logging
+import os
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-
-from pydantic import BaseModel
+from types import ModuleType
 
 from configs.schema import PipelineConfig
-from pipeline.paths import resolve_local
+from pipeline.keys import digest_json, key_payload, stage_key
 from pipeline.stages import BY_NAME, STAGES, StageSpec
-from pipeline.store import ArtifactRef, ArtifactStore, digest_dir
+from pipeline.store import ArtifactRef, ArtifactStore
+from pipeline.workdir import WorkDir
+
+LAUNCHED_ENV = "RSTAR_LAUNCHED"  # set by pipeline/launcher.py: it owns the work dir's attempt
 
 log = logging.getLogger(__name__)
 
@@ -32,56 +40,6 @@ class StageNotImplementedError(RuntimeError):
 
 class MissingUpstreamError(RuntimeError):
     pass
-
-
-def _jsonable(value: object) -> object:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-
-
-def section_payload(spec: StageSpec, cfg: PipelineConfig) -> dict:
-    return {name: _jsonable(v) for name, v in spec.select(cfg).items()}
-
-
-def local_file_digests(payload: object) -> dict[str, str]:
-    """Content digests of local files named by `location` fields: the data a stage reads
-    from disk is an input like an upstream artifact (a path string alone would not
-    notice an edited file). Hub ids and `synthetic` are not local paths and are skipped."""
-    found: dict[str, str] = {}
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if k == "location" and isinstance(v, str) and "://" not in v and resolve_local(v).exists():
-                    path = resolve_local(v)
-                    found[v] = digest_dir(path) if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
-                else:
-                    walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(payload)
-    return found
-
-
-def _digest(payload: object, chars: int) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:chars]
-
-
-def key_payload(spec: StageSpec, cfg: PipelineConfig, upstream: dict[str, ArtifactRef]) -> dict:
-    """Everything a stage's output depends on; its digest is the stage key."""
-    sections = section_payload(spec, cfg)
-    return {
-        "stage": spec.name,
-        "code_version": spec.code_version,
-        "sections": sections,
-        "upstream": {name: upstream[name].digest for name in spec.upstream},
-        "files": local_file_digests(sections),
-    }
-
-
-def stage_key(spec: StageSpec, cfg: PipelineConfig, upstream: dict[str, ArtifactRef]) -> str:
-    return _digest(key_payload(spec, cfg, upstream), 32)
 
 
 def ensure_implemented(spec: StageSpec) -> None:
@@ -121,16 +79,22 @@ def _git_commit() -> str | None:
         return None
 
 
+def rank() -> tuple[int, int]:
+    """(this process's rank, world size) under torchrun/accelerate; (0, 1) otherwise."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def run_stage(
     spec: StageSpec,
     cfg: PipelineConfig,
     upstream: dict[str, ArtifactRef],
     store: ArtifactStore,
     force: bool = False,
-) -> ArtifactRef:
+) -> ArtifactRef | None:
+    """The stage's artifact: the cached one, or a fresh one. None on ranks other than 0."""
     ensure_implemented(spec)
     payload = key_payload(spec, cfg, upstream)  # hashes local input files once per run
-    key = _digest(payload, 32)
+    key = digest_json(payload, 32)
     if not force and (ref := store.lookup(spec.name, key)) is not None:
         log.info("stage %s: cache hit %s", spec.name, ref.uri)
         return ref
@@ -138,18 +102,49 @@ def run_stage(
     kwargs = spec.select(cfg)
     inputs: dict[str, Path] = {name: store.local_path(ref) for name, ref in upstream.items()}
     started = time.time()
-    with store.staging() as tmp:
-        metrics = module.run(**kwargs, inputs=inputs, out_dir=tmp) or {}
+    this_rank, world = rank()
+    launched = os.environ.get(LAUNCHED_ENV) == "1"
+
+    def commit(out_dir: Path, metrics: dict) -> ArtifactRef:
         manifest = {
             "config": payload["sections"],
-            "config_hash": _digest(payload["sections"], 16),
+            "config_hash": digest_json(payload["sections"], 16),
             "inputs": payload["upstream"],
             "input_files": payload["files"],
-            "code_version": spec.code_version,
+            "code_version": payload["code_version"],
+            "code": payload["code"],
+            "datasets": payload["datasets"],
             "git_commit": _git_commit(),
             "duration_s": round(time.time() - started, 3),
             "metrics": metrics,
         }
-        ref = store.commit(tmp, spec.name, key, manifest)
-    log.info("stage %s: wrote %s", spec.name, ref.uri)
+        return store.commit(out_dir, spec.name, key, manifest)
+
+    if "work" in inspect.signature(module.run).parameters:
+        work = WorkDir(store.work_root, spec.name, key)
+        if launched or world > 1:  # the launcher (or whoever started the ranks) owns the attempt
+            ref = _run_in_work(module, kwargs, inputs, work, this_rank, commit)
+        else:
+            with work.lock():
+                work.start_attempt()
+                ref = _run_in_work(module, kwargs, inputs, work, this_rank, commit)
+                work.remove()  # committed: checkpoints are no longer needed
+    else:
+        with store.staging() as tmp:
+            metrics = module.run(**kwargs, inputs=inputs, out_dir=tmp) or {}
+            ref = commit(tmp, metrics) if this_rank == 0 else None
+    if ref is not None:
+        log.info("stage %s: wrote %s", spec.name, ref.uri)
     return ref
+
+
+def _run_in_work(module: ModuleType, kwargs: dict, inputs: dict[str, Path], work: WorkDir, this_rank: int,
+                 commit: Callable[[Path, dict], ArtifactRef]) -> ArtifactRef | None:
+    work.out_dir.mkdir(parents=True, exist_ok=True)  # ranks started by hand: nobody emptied it for them
+    if (ckpt := work.latest()) is not None:
+        log.info("stage %s: resuming from checkpoint step %d in %s", work.stage, ckpt.step, work.path)
+    metrics = module.run(**kwargs, inputs=inputs, out_dir=work.out_dir, work=work) or {}
+    if this_rank != 0:
+        return None
+    work.finish()
+    return commit(work.out_dir, metrics)

@@ -4,6 +4,7 @@ Layout under the root (a local path or any fsspec URL):
     <stage>/<digest>/...            the artifact, `manifest.json` included
     index/<stage>/<key>.json        stage key -> artifact reference, written last
     tmp/<uuid>/                     work in progress; never read as an artifact
+    work/<stage>/<key>/             a stage's persistent work dir: checkpoints (pipeline/workdir.py)
 
 A stage writes into a local temp dir; `commit` digests it, writes the manifest, moves
 it into place (an atomic rename on a local root) and only then writes the index entry.
@@ -66,6 +67,12 @@ class ArtifactStore:
 
     def _join(self, *parts: str) -> str:
         return "/".join([self._root_path.rstrip("/"), *parts])
+
+    @property
+    def work_root(self) -> Path:
+        """Where persistent work directories live: beside the artifacts on a local root, in
+        the local cache for a remote one (checkpoints are written often and read back)."""
+        return Path(self._join("work")) if self.is_local else self._cache_dir / "work"
 
     def lookup(self, stage: str, key: str) -> ArtifactRef | None:
         """The committed artifact for (stage, key), or None."""

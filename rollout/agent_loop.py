@@ -4,10 +4,16 @@
 scheduler runs `run_agent` (one coroutine per trajectory, so a trajectory waiting on its
 tool never blocks others); the static scheduler steps every state turn by turn behind a
 barrier. Stop conditions, in the order they are checked after each turn:
-  length: the engine hit max_new_tokens (the remaining response budget);
-  stop:   the turn holds no tool call (or ended with a stop token other than end-of-turn);
+  length: the turn is not closed by end-of-turn and the engine hit max_new_tokens;
+  eos:    the turn ended on another stop token (the model's end of text, e.g. Qwen3-Base's
+          <|endoftext|>): no feedback turn can follow an unclosed assistant turn;
+  stop:   the turn holds no tool call;
   turns:  the turn limit T is reached (its calls are not run, as in the ref agent loop);
   length: the feedback would leave no room for another token.
+A turn is "closed" when its last token is end-of-turn, whatever finish reason the engine
+gave (SGLang reports "length" for a stop token emitted as the last allowed token).
+An engine error that outlasts the scheduler's retries raises TurnFailed; the trajectory is
+then recorded as failed (Trajectory.failure) instead of sinking the batch.
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from rollout.answer import final_answer
 from rollout.engines.base import Engine, GenerationResult, SamplingParams
 from rollout.prompt import ChatFormat, extract_tool_calls
-from rollout.reward import extract_final_answer
 from rollout.trajectory import Timings, ToolCallRecord, Trajectory
 from sandbox.types import InvalidCall, SandboxResult, ToolCall
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class TurnFailed(Exception):
+    """No engine answered a turn within the retry policy; the message says why."""
 
 
 class ToolRunner(Protocol):
@@ -64,7 +74,7 @@ class AgentState:
             max_new_tokens=self.limits.max_response_tokens - len(t.response_ids),
             temperature=self.limits.temperature,
             top_p=self.limits.top_p,
-            stop_token_ids=(self.fmt.end_of_turn_id,),
+            stop_token_ids=self.fmt.stop_token_ids,
             seed=t.seed + t.num_turns,  # a fresh draw each turn, reproducible
         )
         return t.prompt_ids + t.response_ids, params
@@ -75,13 +85,11 @@ class AgentState:
         t.append(result.output_ids, 1, result.logprobs)
         text = self.fmt.decode(result.output_ids)
         t.turns.append(text)
-        if result.finish_reason == "length":
-            return self._finish("length")
-        calls = extract_tool_calls(text, self.limits.max_tool_calls_per_turn)
-        # A turn closed by another stop token (a model EOS like <|endoftext|>) ends the
-        # conversation: a feedback turn cannot follow an unclosed assistant turn.
         closed = bool(result.output_ids) and result.output_ids[-1] == self.fmt.end_of_turn_id
-        if not calls or not closed:
+        if not closed:
+            return self._finish("length" if result.finish_reason == "length" else "eos")
+        calls = extract_tool_calls(text, self.limits.max_tool_calls_per_turn)
+        if not calls:
             return self._finish("stop")
         if t.num_turns >= self.limits.max_turns:
             return self._finish("turns")
@@ -98,10 +106,18 @@ class AgentState:
             return self._finish("length")
         t.append(ids, 0)
 
+    def fail(self, reason: str) -> None:
+        """Record that the engines never answered a turn; the trajectory stays incomplete."""
+        t = self.trajectory
+        t.failure = reason
+        t.finish_reason = "failed"
+        t.final_answer = None
+        self.pending_calls = []
+
     def _finish(self, reason: str) -> None:
         t = self.trajectory
         t.finish_reason = reason  # type: ignore[assignment]
-        t.final_answer = extract_final_answer(t.model_text)
+        t.final_answer = final_answer(t.turns)
 
 
 async def run_tool_calls(sandbox: ToolRunner, calls: list[ToolCall | InvalidCall]) -> list[SandboxResult]:
@@ -130,14 +146,24 @@ async def timed(coro: Awaitable[T], timings: Timings, field_name: str) -> T:
         setattr(timings, field_name, getattr(timings, field_name) + time.perf_counter() - start)
 
 
-async def run_agent(state: AgentState, engine: Engine, sandbox: ToolRunner) -> Trajectory:
-    """Drive one trajectory to its end on one (pinned) engine."""
+class TurnGenerator(Protocol):
+    """An engine, or the scheduler's placement of one trajectory (reservation, retries, failover)."""
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult: ...
+
+
+async def run_agent(state: AgentState, engine: Engine | TurnGenerator, sandbox: ToolRunner) -> Trajectory:
+    """Drive one trajectory to its end; a TurnFailed marks it failed instead of raising."""
     t = state.trajectory
     start = time.perf_counter()
-    while not state.done:
-        prompt, params = state.next_request()
-        state.add_generation(await timed(engine.generate(prompt, params), t.timings, "generation_s"))
-        if state.pending_calls:
-            state.add_feedback(await timed(run_tool_calls(sandbox, state.pending_calls), t.timings, "tool_s"))
+    try:
+        while not state.done:
+            prompt, params = state.next_request()
+            state.add_generation(await timed(engine.generate(prompt, params), t.timings, "generation_s"))
+            if state.pending_calls:
+                state.add_feedback(await timed(run_tool_calls(sandbox, state.pending_calls), t.timings, "tool_s"))
+    except TurnFailed as exc:
+        log.warning("trajectory %d/%d failed: %s", t.problem_index, t.sample_index, exc)
+        state.fail(str(exc))
     t.timings.total_s = time.perf_counter() - start
     return t

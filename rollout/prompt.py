@@ -11,10 +11,10 @@ both tokenizers). Only the model's own tokens get loss mask 1.
 from __future__ import annotations
 
 import json
-import re
 
 from transformers import PreTrainedTokenizerBase
 
+from rollout.answer import TOOL_CALL
 from sandbox.tool_call import TOOL_NAME, parse_tool_call
 from sandbox.types import InvalidCall, ToolCall
 
@@ -45,7 +45,6 @@ TOOL_SCHEMA: dict = {
     },
 }
 
-_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _SENTINEL = "\x00ASSISTANT-TURN\x00"  # marks where the model's turn ends when rendering feedback
 
 
@@ -62,7 +61,7 @@ def extract_tool_calls(turn_text: str, max_calls: int = 8) -> list[ToolCall | In
     so the model gets an answer to it. Calls past `max_calls` are answered as invalid.
     """
     calls: list[ToolCall | InvalidCall] = []
-    for i, match in enumerate(_CALL.finditer(turn_text)):
+    for i, match in enumerate(TOOL_CALL.finditer(turn_text)):
         body = match.group(1)
         if i >= max_calls:
             reason = f"Invalid tool call: more than {max_calls} calls in one turn; this one was not run."
@@ -70,6 +69,23 @@ def extract_tool_calls(turn_text: str, max_calls: int = 8) -> list[ToolCall | In
         else:
             calls.append(parse_tool_call(body.strip()))
     return calls
+
+
+def _end_of_turn(tokenizer: PreTrainedTokenizerBase) -> str:
+    """The token the chat template closes an assistant turn with (<|im_end|> for Qwen3).
+
+    Read from the template, not `eos_token`: Qwen3-Base's tokenizer names <|endoftext|>
+    as its eos while its template still ends turns with <|im_end|>.
+    """
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _SENTINEL}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    after = text[text.index(_SENTINEL) + len(_SENTINEL) :]
+    special = sorted((t for t in tokenizer.get_added_vocab() if after.startswith(t)), key=len)
+    if special:
+        return special[-1]
+    if tokenizer.eos_token is None:
+        raise ValueError("the chat template closes no assistant turn with a special token and there is no eos_token")
+    return tokenizer.eos_token
 
 
 class ChatFormat:
@@ -81,11 +97,12 @@ class ChatFormat:
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.tools = [TOOL_SCHEMA] if tools is None else tools
-        end = tokenizer.eos_token  # <|im_end|> for Qwen3: it closes every turn
-        if end is None:
-            raise ValueError("the tokenizer has no eos_token to end an assistant turn")
-        self.end_of_turn = end
-        self.end_of_turn_id: int = tokenizer.convert_tokens_to_ids(end)
+        self.end_of_turn = _end_of_turn(tokenizer)
+        self.end_of_turn_id: int = tokenizer.convert_tokens_to_ids(self.end_of_turn)
+        # Generation stops on the end of turn and on the tokenizer's own eos (Qwen3-Base:
+        # <|endoftext|>), as SGLang does; the engines add the model's generation-config ids.
+        stops = {self.end_of_turn_id, tokenizer.eos_token_id} - {None}
+        self.stop_token_ids: tuple[int, ...] = tuple(sorted(stops))
 
     def messages(self, problem: str) -> list[dict]:
         return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": problem}]

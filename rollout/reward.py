@@ -16,11 +16,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from rollout.answer import LetterReference, letters_match
-from rollout.answer import final_answer as extract_final_answer
 from rollout.trajectory import Trajectory
 from sandbox.types import VerifyResult
-
-__all__ = ["Verifier", "extract_final_answer", "score"]  # extract_final_answer: agent_loop's import
 
 log = logging.getLogger(__name__)
 

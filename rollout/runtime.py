@@ -3,8 +3,13 @@
 async with build_runtime(cfg.rollout, cfg.sandbox, model_path, tokenizer_path) as rt:
     groups = await rt.rollout(problems, samples_per_problem=16, max_turns=10,
                               max_response_tokens=8192, temperature=1.0, seed=0)
+    groups.failed, groups.failures        # trajectories the engines never finished, and why
     rewards = await rt.score([t for g in groups for t in g], references_repeated)
     await rt.update_weights(checkpoint_dir)   # after an RL step
+
+A failed trajectory (engine errors after every retry) stays in its group, so groups keep
+their size and order, with `failed` True, `finish_reason` "failed" and `failure` saying
+why; `score` gives it None. Training and filters must leave it out.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
@@ -35,6 +41,25 @@ def trajectory_seed(seed: int, problem_index: int, sample_index: int) -> int:
     return random.Random(f"{seed}:{problem_index}:{sample_index}").getrandbits(48)
 
 
+class RolloutGroups(list):
+    """One list of trajectories per problem (a plain list of lists), plus failure counts."""
+
+    @property
+    def failed(self) -> int:
+        """Trajectories recorded as failed (no engine answered a turn within the retries)."""
+        return sum(t.failed for group in self for t in group)
+
+    @property
+    def failures(self) -> Counter[str]:
+        """How many trajectories failed for each reason."""
+        return Counter(t.failure for group in self for t in group if t.failure is not None)
+
+    @property
+    def engine_retries(self) -> int:
+        """Generation requests that failed and were retried or given up, over all trajectories."""
+        return sum(t.engine_attempts for group in self for t in group)
+
+
 class RolloutRuntime:
     """Engines + sandbox + chat format, ready to roll out batches of problems."""
 
@@ -53,7 +78,7 @@ class RolloutRuntime:
         max_response_tokens: int,
         temperature: float,
         seed: int,
-    ) -> list[list[Trajectory]]:
+    ) -> RolloutGroups:
         """`samples_per_problem` trajectories for each problem, one inner list per problem, in order."""
         limits = TurnLimits(
             max_turns=max_turns,
@@ -62,7 +87,7 @@ class RolloutRuntime:
             top_p=self.cfg.top_p,
             max_tool_calls_per_turn=self.cfg.max_tool_calls_per_turn,
         )
-        groups: list[list[Trajectory]] = []
+        groups = RolloutGroups()
         states: list[AgentState] = []
         for i, problem in enumerate(problems):
             prompt = self.fmt.prompt_ids(problem)
@@ -81,14 +106,27 @@ class RolloutRuntime:
             report(done, total, f"rollout: {done}/{total} trajectories")
 
         report(0, total, f"rollout: 0/{total} trajectories")
-        await self._schedule(states, self.engines, self.sandbox, on_done)
+        await self._schedule(states, self.engines, self.sandbox, on_done, self.cfg)
         elapsed = time.perf_counter() - start
         tokens = sum(t.generated_tokens for g in groups for t in g)
         log.info("rolled out %d trajectories in %.1f s (%.0f generated tokens/s)", total, elapsed, tokens / elapsed)
+        if groups.failed or groups.engine_retries:
+            log.warning(
+                "rollout: %d of %d trajectories failed, %d engine requests retried; reasons: %s",
+                groups.failed, total, groups.engine_retries, dict(groups.failures),
+            )
         return groups
 
-    async def score(self, trajectories: Sequence[Trajectory], references: Sequence[str]) -> list[float]:
-        return await score(trajectories, references, self.sandbox)  # type: ignore[arg-type]
+    async def score(self, trajectories: Sequence[Trajectory], references: Sequence[str]) -> list[float | None]:
+        """Reward per trajectory, in order; None for a failed one (it is not verified and keeps reward None)."""
+        if len(trajectories) != len(references):
+            raise ValueError(f"{len(trajectories)} trajectories but {len(references)} references")
+        kept = [i for i, t in enumerate(trajectories) if not t.failed]
+        rewards = await score([trajectories[i] for i in kept], [references[i] for i in kept], self.sandbox)  # type: ignore[arg-type]
+        out: list[float | None] = [None] * len(trajectories)
+        for i, reward in zip(kept, rewards, strict=True):
+            out[i] = reward
+        return out
 
     async def update_weights(self, path: str) -> None:
         """Push new policy weights to every engine and drop prefixes cached under the old ones."""

@@ -12,7 +12,10 @@ from typing import Literal
 
 from sandbox.types import CallStatus, VerifyStatus
 
-TrajectoryFinish = Literal["stop", "turns", "length"]
+# stop: a turn closed by end-of-turn without a tool call; eos: a turn ended by the model's
+# end-of-text token (Qwen3-Base's <|endoftext|>); turns: limit T; length: the budget;
+# failed: the engine never answered a turn (see Trajectory.failure).
+TrajectoryFinish = Literal["stop", "eos", "turns", "length", "failed"]
 
 
 @dataclass
@@ -48,9 +51,13 @@ class Trajectory:
     logprobs: list[float] = field(default_factory=list)  # len(response_ids); sampling log-prob, 0.0 where mask 0
     turns: list[str] = field(default_factory=list)  # text of each assistant turn as generated (specials kept)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)  # in call order
-    final_answer: str | None = None  # last \boxed{} content of the model's text (rollout.reward), None if none
-    finish_reason: TrajectoryFinish | None = None  # stop: turn without call; turns: limit T; length: budget
-    engine_index: int = -1  # engine that served every turn (pinned, SPEC §4)
+    final_answer: str | None = None  # rollout.answer.final_answer of the model's turns; None if none
+    finish_reason: TrajectoryFinish | None = None  # see TrajectoryFinish
+    # Why the trajectory failed (engine errors after every retry), None if it did not.
+    # A failed trajectory is incomplete: leave it out of training and scoring.
+    failure: str | None = None
+    engine_attempts: int = 0  # generation requests that failed and were retried or gave up
+    engine_index: int = -1  # engine that served its turns (pinned, SPEC §4; moved only after an engine error)
     seed: int = 0  # sampling seed of the first turn; turn k uses seed + k
     timings: Timings = field(default_factory=Timings)
     reward: float | None = None  # 1.0 / 0.0 once scored (rollout.reward.score)
@@ -60,6 +67,10 @@ class Trajectory:
     def model_text(self) -> str:
         """All text the model generated (mask 1), turns joined: the only place answers come from."""
         return "".join(self.turns)
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
 
     @property
     def num_turns(self) -> int:

@@ -1,43 +1,33 @@
 """The one Prefect task every stage runs through (SPEC §1, §10).
 
-Cache key = the stage key computed by `pipeline.runner.stage_key` (its config sections,
-upstream content digests, code version); the result is the small `ArtifactRef` as
-JSON. SERIALIZABLE isolation with a file lock makes a second, overlapping run wait for
-the first and then take its cached result instead of computing the stage again.
+A stage declared `long_running` runs as a watched child process (pipeline/launcher.py):
+its output lines go to this task's run logs, its progress to the `<stage>-progress`
+artifact, and cancelling the flow run stops its whole process tree. Other stages run in
+this process. Progress updates leave through a background thread, at most once per
+`PROGRESS_INTERVAL_S`, never on the stage's own (event-loop) thread.
+
+It returns the small `ArtifactRef` as JSON; its cache policy lives in tasks/cache.py.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from uuid import UUID
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
-from prefect.cache_policies import CacheKeyFnPolicy
-from prefect.locking.filesystem import FileSystemLockManager
+from prefect.client.orchestration import get_client
+from prefect.context import get_run_context
+from prefect.states import Cancelled
 
 from configs.schema import PipelineConfig
 from pipeline import progress
+from pipeline.launcher import LaunchHooks, StageCancelledError, launch_stage
 from pipeline.runner import run_stage
 from pipeline.stages import StageSpec
 from pipeline.store import ArtifactRef, ArtifactStore
 from tasks.summaries import artifact_key, manifest_markdown
 
-
-def _cache_key(_ctx: Any, inputs: dict[str, Any]) -> str:
-    return f"{inputs['spec'].name}-{inputs['key']}"
-
-
-def stage_task_for(state_dir: Path):
-    """The stage task with its cache records and locks under `state_dir`."""
-    policy = CacheKeyFnPolicy(cache_key_fn=_cache_key).configure(
-        key_storage=state_dir / "cache-keys",
-        lock_manager=FileSystemLockManager(lock_files_directory=state_dir / "locks"),
-        isolation_level="SERIALIZABLE",
-    )
-    return run_stage_task.with_options(
-        cache_policy=policy, result_storage=state_dir / "results", result_serializer="json"
-    )
+PROGRESS_INTERVAL_S = 1.0
 
 
 @task(name="stage", persist_result=True, retries=0)
@@ -49,12 +39,13 @@ def run_stage_task(
     store = ArtifactStore(cfg.run.artifacts_root)
     stage = spec.name
     progress_id = create_progress_artifact(progress=0.0, key=artifact_key(stage, "progress"))
-    progress.set_sink(lambda pct, _msg: update_progress_artifact(progress_id, progress=pct))
-    try:
-        ups = {name: ArtifactRef.model_validate(r) for name, r in upstream.items()}
-        ref = run_stage(spec, cfg, ups, store, force=force)
-    finally:
-        progress.set_sink(None)
+    ups = {name: ArtifactRef.model_validate(r) for name, r in upstream.items()}
+    with progress.publishing(lambda pct, _msg: update_progress_artifact(progress_id, progress=pct),
+                             PROGRESS_INTERVAL_S):
+        if spec.long_running:
+            ref = _launch(spec, cfg, ups, store, force)
+        else:
+            ref = run_stage(spec, cfg, ups, store, force=force)
     update_progress_artifact(progress_id, progress=100.0)
     local = store.local_path(ref)
     create_markdown_artifact(
@@ -64,3 +55,33 @@ def run_stage_task(
     if (local / "card.md").exists():
         create_markdown_artifact(key=artifact_key(stage, "card"), markdown=(local / "card.md").read_text())
     return ref.model_dump()
+
+
+def _launch(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], store: ArtifactStore,
+            force: bool) -> ArtifactRef:
+    """Child output to this task's run logs; stop when this flow run (or a flow run it is
+    a subflow of) is being cancelled. A worker also SIGTERMs the flow-run process on
+    cancel, which interrupts the launcher directly; polling covers runs no worker owns,
+    which nobody else would move on from Cancelling, so this task marks them Cancelled."""
+    flow_run_id = get_run_context().task_run.flow_run_id
+    hooks = LaunchHooks(on_line=get_run_logger().info, should_cancel=lambda: bool(_cancelling(flow_run_id)))
+    try:
+        return launch_stage(spec, cfg, ups, store, force=force, hooks=hooks)
+    except StageCancelledError as e:
+        with get_client(sync_client=True) as client:
+            for run_id in _cancelling(flow_run_id):
+                client.set_flow_run_state(run_id, Cancelled(message=str(e)), force=True)
+        raise
+
+
+def _cancelling(flow_run_id: UUID | None, depth: int = 3) -> list[UUID]:
+    """This flow run and its parents (up to `depth`) that are being cancelled."""
+    found = []
+    with get_client(sync_client=True) as client:
+        while flow_run_id is not None and depth > 0:
+            run = client.read_flow_run(flow_run_id)
+            if run.state is not None and run.state.is_cancelling():
+                found.append(run.id)
+            parent = client.read_task_run(run.parent_task_run_id) if run.parent_task_run_id else None
+            flow_run_id, depth = (parent.flow_run_id if parent else None), depth - 1
+    return found

@@ -33,6 +33,7 @@ from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from configs.schema import SFTConfig, SFTHeldoutConfig
 from data_prep.benchmark_texts import synthetic_eval_set
+from pipeline.workdir import WorkDir
 from training.batch_plan import BatchPlan
 from training.curves import CurveLogger, plot_curves
 from training.heldout import Accuracy, heldout_accuracy
@@ -103,12 +104,14 @@ def _heldout(cfg: SFTHeldoutConfig, model: str, tokenizer: str, rollout: Rollout
 
 
 def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: dict[str, Path], out_dir: Path,
-        work: Path | None = None, max_steps: int = -1) -> dict[str, float]:
+        work: WorkDir | None = None, max_steps: int = -1) -> dict[str, float]:
     paths = asset_paths(inputs["assets"])
     sft_parquet = inputs["cold_start"] / "sft.parquet"
     if not sft_parquet.exists():
         raise FileNotFoundError(f"the cold_start artifact {inputs['cold_start']} has no sft.parquet")
-    trainer_dir = (work or out_dir / "_work") / "trainer"
+    # TRL's own checkpoints (weights, optimizer, scheduler, RNG, data position), kept in the
+    # stage's persistent work dir (pipeline/workdir.py) so that a killed run resumes.
+    trainer_dir = (work.path if work else out_dir / "_work") / "trainer"
     metrics: dict[str, float] = {}
     if cfg.heldout.enabled and is_main_process():
         metrics |= _heldout(cfg.heldout, paths.model, paths.tokenizer, rollout, sandbox).metrics("before")

@@ -24,6 +24,9 @@ class SamplingParams:
     top_p: float = 1.0
     stop_token_ids: tuple[int, ...] = ()  # generation ends after emitting one of these (it is returned)
     seed: int | None = None  # same seed, same prompt, same params: same output
+    # Engines also stop on the model's own end-of-text ids (config + generation_config
+    # eos_token_id, as SGLang does) unless this is set; SGLang then ignores stop_token_ids too.
+    ignore_eos: bool = False
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,34 @@ class GenerationResult:
     output_ids: list[int]  # generated tokens, the stop token included when finish_reason is "stop"
     logprobs: list[float]  # per output token, log-prob under the sampling distribution (natural log)
     finish_reason: FinishReason  # "stop": a stop token was emitted; "length": max_new_tokens reached
+    stop_token_id: int | None = None  # which token ended it when "stop" (SGLang's finish_reason.matched)
+
+
+class EngineError(RuntimeError):
+    """A request an engine did not answer (HTTP 5xx, reset, timeout, a failed batch).
+
+    `retryable` is False when another attempt cannot help (the request itself was refused).
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def eos_token_ids(model_config: object, generation_config: object | None) -> frozenset[int]:
+    """The model's end-of-text ids: config.eos_token_id and generation_config.eos_token_id, merged.
+
+    SGLang stops on the same union (ModelConfig._get_hf_eos_token_id); Qwen3-Base's
+    generation config names `<|endoftext|>`, the instruct models add `<|im_end|>`.
+    """
+    ids: set[int] = set()
+    for source in (model_config, generation_config):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(int(v) for v in value)
+    return frozenset(ids)
 
 
 @runtime_checkable

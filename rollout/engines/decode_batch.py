@@ -6,9 +6,11 @@ its cache at once; and new rows can join between steps (continuous batching: pre
 on their own, then left-padded into the cache). It reproduces `generate`'s greedy output
 exactly (tests/rollout/test_hf_engine.py).
 
-Log-probs are the log-softmax of logits / temperature before top-p truncation: what a
-trainer recomputes at the same temperature (TRL divides logits by it). Greedy
-(temperature 0) reports the log-softmax of the raw logits.
+Sampling is exact: each token is drawn, in float64, from the distribution whose log-prob
+is reported (logits / temperature, then the top-p nucleus renormalised), which is what
+RL's importance ratios need. With top_p = 1 that equals the log-softmax a trainer
+recomputes at the same temperature; with top_p < 1 it is the truncated distribution.
+Greedy (temperature 0) reports the log-softmax of the raw logits.
 """
 
 from __future__ import annotations
@@ -33,23 +35,62 @@ class _Row:
     logprobs: list[float] = field(default_factory=list)
 
 
-def sample(logits: torch.Tensor, params: list[SamplingParams], gens: list[torch.Generator]):
-    """One token per row from float32 logits (rows, vocab); returns (tokens, logprobs)."""
-    temps = torch.tensor([p.temperature for p in params], dtype=logits.dtype)
-    greedy = temps <= 0
-    logp = torch.log_softmax(logits / torch.where(greedy, 1.0, temps)[:, None], dim=-1)
+def processed_logprobs(logits: torch.Tensor, temperatures: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Float64 log-probs of the distribution each row samples from: logits / T, then top-p.
+
+    Top-p keeps the nucleus, the smallest set of most likely tokens whose mass reaches
+    `top_p`, renormalised; every other token gets -inf. Greedy rows (T <= 0) report the
+    log-softmax of the raw logits. Float64 throughout: in float32 a 151,936-token tail
+    under one dominant token sums to nonsense (issue 9).
+    """
+    greedy = temperatures <= 0
+    scale = torch.where(greedy, 1.0, temperatures).to(torch.float64)
+    logp = torch.log_softmax(logits.to(torch.float64) / scale[:, None], dim=-1)
+    truncate = (top_p < 1) & ~greedy
+    if bool(truncate.any()):
+        sorted_lp, order = logp.sort(dim=-1, descending=True)
+        sorted_p = sorted_lp.exp()
+        before = sorted_p.cumsum(-1) - sorted_p  # mass ranked strictly above each token
+        keep_sorted = (before < top_p.to(torch.float64)[:, None]) | ~truncate[:, None]
+        keep_sorted[:, 0] = True
+        log_mass = torch.log((sorted_p * keep_sorted).sum(-1))
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+        logp = torch.where(keep, logp - torch.where(truncate, log_mass, 0.0)[:, None], -torch.inf)
+    return logp
+
+
+def inverse_cdf(logp: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Tokens drawn from float64 log-probs (rows, vocab) by float64 uniforms (rows, k) in [0, 1).
+
+    A token of probability 0 is never returned; one of probability p is returned for a
+    share p of the unit interval, up to float64 rounding of the running sum.
+    """
     probs = logp.exp()
-    top_p = torch.tensor([p.top_p for p in params], dtype=logits.dtype)
-    if bool((top_p < 1).any()):
-        sorted_p, order = probs.sort(dim=-1, descending=True)
-        drop = (sorted_p.cumsum(-1) - sorted_p) > top_p[:, None]  # keeps at least the top token
-        probs = probs.scatter(-1, order, sorted_p.masked_fill(drop, 0.0))
-    # One uniform draw per row from the row's own generator: a row's samples do not
-    # depend on which other requests share its batch.
-    u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in gens]).to(logits.dtype)
     cdf = probs.cumsum(-1)
-    sampled = (cdf < u[:, None] * cdf[:, -1:]).sum(-1).clamp(max=logits.shape[-1] - 1)
-    tokens = torch.where(greedy, logits.argmax(-1), sampled)
+    drawn = torch.searchsorted(cdf, uniforms * cdf[:, -1:], right=True).clamp(max=probs.shape[-1] - 1)
+    # u * total can round up to total (probability ~2^-53): then take the last token that has mass.
+    empty = probs.gather(-1, drawn) == 0
+    if bool(empty.any()):
+        last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.int8).argmax(-1)
+        drawn = torch.where(empty, last[:, None], drawn)
+    return drawn
+
+
+def sample(
+    logits: torch.Tensor, params: list[SamplingParams], gens: list[torch.Generator]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row from logits (rows, vocab); returns (tokens, log-probs of those tokens).
+
+    The log-prob is that of the distribution the token was drawn from (processed_logprobs).
+    """
+    temps = torch.tensor([p.temperature for p in params], dtype=torch.float64)
+    top_p = torch.tensor([p.top_p for p in params], dtype=torch.float64)
+    logp = processed_logprobs(logits, temps, top_p)
+    # One uniform per row from the row's own generator: a row's samples do not depend on
+    # which other requests share its batch.
+    u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in gens])
+    drawn = inverse_cdf(logp, u[:, None]).squeeze(-1)
+    tokens = torch.where(temps <= 0, logits.argmax(-1), drawn)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
@@ -128,7 +169,7 @@ class DecodeBatch:
             row.output_ids.append(token)
             row.logprobs.append(float(lps[j]))
             if token in row.params.stop_token_ids:
-                finished.append((row.key, GenerationResult(row.output_ids, row.logprobs, "stop")))
+                finished.append((row.key, GenerationResult(row.output_ids, row.logprobs, "stop", token)))
             elif len(row.output_ids) >= row.params.max_new_tokens:
                 finished.append((row.key, GenerationResult(row.output_ids, row.logprobs, "length")))
             else:
@@ -148,6 +189,12 @@ class DecodeBatch:
             self.logits = out.logits[:, -1].float()
             self.next_pos = self.next_pos + 1
         return finished
+
+    def drop(self, keys: set[Hashable]) -> None:
+        """Remove rows whose caller went away (a cancelled request), freeing their cache."""
+        keep = [j for j, row in enumerate(self.rows) if row.key not in keys]
+        if len(keep) < len(self.rows):
+            self._select(keep)
 
     def _select(self, keep: list[int]) -> None:
         self.rows = [self.rows[j] for j in keep]

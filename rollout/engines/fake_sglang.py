@@ -3,7 +3,11 @@
 It speaks the subset of the API our client uses (`/generate` with input_ids,
 `/server_info`, `/update_weights_from_disk`, `/flush_cache`, `/health`) with SGLang's
 field names and shapes, so tests/rollout/test_sglang.py exercises the real client code
-path end to end on CPU. It is not SGLang: no radix cache, no paging, no continuous
+path end to end on CPU. Stopping follows SGLang's `Req.check_finished`: the length limit
+first, then, unless `ignore_eos`, `stop_token_ids`, the model's eos ids (config +
+generation_config) and the tokenizer's; `finish_reason` is `{"type": "stop", "matched":
+id}` or `{"type": "length", "length": n}`. Faults for tests: `fail_every` (HTTP 500 on
+every n-th request) and `app[KILL]` (the server dies). It is not SGLang: no radix cache, no paging, no continuous
 batching; real SGLang runs only on GPU machines (rollout/README.md).
 
     python -m rollout.engines.fake_sglang --model-path DIR --port 30000
@@ -27,6 +31,9 @@ log = logging.getLogger(__name__)
 
 ENGINE = web.AppKey("engine", HFEngine)
 COUNTS = web.AppKey("counts", dict)
+FAULTS = web.AppKey("faults", dict)  # fail_every: answer every n-th /generate with HTTP 500 (0: never)
+KILL = web.AppKey("kill", object)  # serve_in_thread: a callable that stops the server as if it died
+TOKENIZER_EOS = web.AppKey("tokenizer_eos", object)  # the tokenizer's eos id, or None
 
 
 async def _generate(request: web.Request) -> web.Response:
@@ -34,17 +41,34 @@ async def _generate(request: web.Request) -> web.Response:
     ids = body.get("input_ids")
     if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
         return web.json_response({"error": "input_ids must be one non-empty list of ints"}, status=400)
+    counts, faults = request.app[COUNTS], request.app[FAULTS]
+    counts["generate"] += 1
+    if faults["fail_every"] and counts["generate"] % faults["fail_every"] == 0:
+        counts["failed"] += 1
+        return web.json_response({"error": "injected fault"}, status=500)
     sp = body.get("sampling_params") or {}
+    max_new = int(sp.get("max_new_tokens", 128))
+    ignore_eos = bool(sp.get("ignore_eos", False))
+    # SGLang's Req.check_finished: unless ignore_eos, stop_token_ids, the model's eos ids
+    # (config + generation_config; the hf engine adds those itself) and the tokenizer's eos.
+    # With ignore_eos it tests none of them, stop_token_ids included.
+    stops = set() if ignore_eos else set(sp.get("stop_token_ids") or ())
+    if not ignore_eos and request.app[TOKENIZER_EOS] is not None:
+        stops.add(request.app[TOKENIZER_EOS])
     params = SamplingParams(
-        max_new_tokens=int(sp.get("max_new_tokens", 128)),
+        max_new_tokens=max_new,
         temperature=float(sp.get("temperature", 1.0)),
         top_p=float(sp.get("top_p", 1.0)),
-        stop_token_ids=tuple(sp.get("stop_token_ids") or ()),
+        stop_token_ids=tuple(sorted(stops)),
         seed=sp.get("sampling_seed"),
+        ignore_eos=ignore_eos,
     )
-    request.app[COUNTS]["generate"] += 1
     result = await request.app[ENGINE].generate(ids, params)
-    if result.finish_reason == "stop":
+    # SGLang tests the length limit before stop tokens: a stop token emitted as the last
+    # allowed token is reported as "length".
+    if len(result.output_ids) >= max_new:
+        finish = {"type": "length", "length": max_new}
+    elif result.finish_reason == "stop":
         finish = {"type": "stop", "matched": result.output_ids[-1]}
     else:
         finish = {"type": "length", "length": len(result.output_ids)}
@@ -90,10 +114,12 @@ async def _health(request: web.Request) -> web.Response:
     return web.Response(text="")
 
 
-def make_app(engine: HFEngine) -> web.Application:
+def make_app(engine: HFEngine, *, tokenizer_eos_id: int | None = None, fail_every: int = 0) -> web.Application:
     app = web.Application(client_max_size=64 * 1024**2)
     app[ENGINE] = engine
-    app[COUNTS] = {"generate": 0, "update_weights": 0, "flush_cache": 0}
+    app[COUNTS] = {"generate": 0, "failed": 0, "update_weights": 0, "flush_cache": 0}
+    app[FAULTS] = {"fail_every": fail_every}
+    app[TOKENIZER_EOS] = tokenizer_eos_id
     app.router.add_post("/generate", _generate)
     app.router.add_get("/server_info", _server_info)
     app.router.add_get("/get_server_info", _server_info)  # the older name
@@ -104,11 +130,26 @@ def make_app(engine: HFEngine) -> web.Application:
 
 
 @contextmanager
-def serve_in_thread(engine: HFEngine, host: str = "127.0.0.1", port: int = 0) -> Iterator[tuple[str, web.Application]]:
-    """Run the fake server on its own event loop in a thread, like a separate server; yields (url, app)."""
+def serve_in_thread(
+    engine: HFEngine, host: str = "127.0.0.1", port: int = 0, **app_kwargs
+) -> Iterator[tuple[str, web.Application]]:
+    """Run the fake server on its own event loop in a thread, like a separate server; yields (url, app).
+
+    `app[KILL]()` stops it abruptly (open connections dropped, new ones refused), as if it died.
+    """
     loop = asyncio.new_event_loop()
-    app = make_app(engine)
-    runner = web.AppRunner(app)
+    app = make_app(engine, **app_kwargs)
+    # A client that hangs up cancels its handler (and so its hf request), as SGLang aborts
+    # the request of a closed connection.
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+    killed = threading.Event()
+
+    def kill() -> None:
+        if not killed.is_set():
+            killed.set()
+            asyncio.run_coroutine_threadsafe(_die(runner), loop).result(30)
+
+    app[KILL] = kill
     ready = threading.Event()
     url: list[str] = []
 
@@ -128,15 +169,24 @@ def serve_in_thread(engine: HFEngine, host: str = "127.0.0.1", port: int = 0) ->
     try:
         yield url[0], app
     finally:
-        asyncio.run_coroutine_threadsafe(_shutdown(runner, engine), loop).result(30)
+        asyncio.run_coroutine_threadsafe(_shutdown(runner, engine, killed.is_set()), loop).result(30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)
         loop.close()
 
 
-async def _shutdown(runner: web.AppRunner, engine: HFEngine) -> None:
-    await engine.aclose()
+async def _die(runner: web.AppRunner) -> None:
+    """Drop every open connection mid-request (clients see a reset), then stop listening."""
+    for handler in list(runner.server.connections if runner.server else []):
+        if handler.transport is not None:
+            handler.transport.abort()
     await runner.cleanup()
+
+
+async def _shutdown(runner: web.AppRunner, engine: HFEngine, killed: bool) -> None:
+    await engine.aclose()
+    if not killed:
+        await runner.cleanup()
 
 
 def main() -> None:
@@ -146,12 +196,20 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--kv-capacity-tokens", type=int, default=65536)
     parser.add_argument("--max-batch-size", type=int, default=32)
+    parser.add_argument("--tokenizer-path", help="its eos id stops generation too, as in SGLang")
+    parser.add_argument("--fail-every", type=int, default=0, help="answer every n-th /generate with HTTP 500")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
     engine = HFEngine.from_pretrained(
         args.model_path, kv_capacity_tokens=args.kv_capacity_tokens, max_batch_size=args.max_batch_size
     )
-    web.run_app(make_app(engine), host=args.host, port=args.port)
+    eos = None
+    if args.tokenizer_path:
+        from transformers import AutoTokenizer
+
+        eos = AutoTokenizer.from_pretrained(args.tokenizer_path).eos_token_id
+    app = make_app(engine, tokenizer_eos_id=eos, fail_every=args.fail_every)
+    web.run_app(app, host=args.host, port=args.port, handler_cancellation=True)
 
 
 if __name__ == "__main__":

@@ -15,14 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, replace
 
 import torch
 from transformers import AutoModelForCausalLM
 
 from configs.rollout import RolloutConfig
-from rollout.engines.base import EngineStats, GenerationResult, SamplingParams
+from rollout.engines.base import EngineError, EngineStats, GenerationResult, SamplingParams, eos_token_ids
 from rollout.engines.decode_batch import DecodeBatch, decode_batch
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,12 @@ class HFEngine:
         max_batch_size: int = 32,
         batch_window_s: float = 0.005,
         continuous: bool = True,
+        eos_ids: Iterable[int] | None = None,
     ) -> None:
         self._model = model.eval()
+        if eos_ids is None:
+            eos_ids = eos_token_ids(model.config, getattr(model, "generation_config", None))
+        self.eos_ids = frozenset(eos_ids)  # added to every request's stop ids unless ignore_eos
         self._pad = pad_token_id
         self._capacity = kv_capacity_tokens
         self._max_batch = max_batch_size
@@ -88,6 +92,8 @@ class HFEngine:
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         if params.max_new_tokens < 1:
             return GenerationResult([], [], "length")
+        if not params.ignore_eos and not self.eos_ids <= set(params.stop_token_ids):
+            params = replace(params, stop_token_ids=tuple(sorted(set(params.stop_token_ids) | self.eos_ids)))
         future = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(_Request(list(prompt_ids), params, future))
         if self._worker is None or self._worker.done():
@@ -118,12 +124,16 @@ class HFEngine:
                     joining += self._take(self._max_batch - len(batch) - len(joining))
                 if not batch and not joining:
                     continue
+                gone = {key for key, r in self._inflight.items() if r.future.cancelled()}
+                for key in gone:  # the caller was cancelled: stop decoding for it
+                    del self._inflight[key]
                 start = time.perf_counter()
                 try:
-                    finished = await asyncio.to_thread(self._advance, batch, joining)
+                    finished = await asyncio.to_thread(self._advance, batch, joining, gone)
                 except Exception as exc:  # answer every waiter; the loop keeps serving
                     log.exception("hf engine batch failed")
-                    self._fail(list(self._inflight.values()) + joining, exc)
+                    error = EngineError(f"hf engine batch failed: {type(exc).__name__}: {exc}")
+                    self._fail(list(self._inflight.values()) + joining, error)
                     batch = DecodeBatch(self._model, self._pad)
                     continue
                 self.stats.busy_s += time.perf_counter() - start
@@ -137,16 +147,27 @@ class HFEngine:
                 if not request.future.done():
                     request.future.set_result(result)
 
-    def _advance(self, batch: DecodeBatch, joining: list[_Request]) -> list[tuple[Hashable, GenerationResult]]:
-        """In a worker thread: admit new rows, then one step (continuous) or every step (padded)."""
+    def _advance(
+        self, batch: DecodeBatch, joining: list[_Request], gone: set[Hashable]
+    ) -> list[tuple[Hashable, GenerationResult]]:
+        """In a worker thread: drop cancelled rows, admit new ones, then one step (continuous) or all (padded)."""
+        if gone:
+            batch.drop(gone)
         if joining:
             for request in joining:
                 self._inflight[id(request)] = request
             batch.add([(id(r), r.prompt_ids, r.params) for r in joining])
+        if not batch:
+            return []
         finished = batch.step()
         while batch and not self._continuous:
             finished += batch.step()
         return finished
+
+    @property
+    def inflight(self) -> int:
+        """Requests decoding now (tests check that cancellation reaches them)."""
+        return len(self._inflight)
 
     def _fail(self, requests: list[_Request], exc: BaseException) -> None:
         for request in requests:
@@ -172,7 +193,7 @@ class HFEngine:
                 pass
             self._worker = None
         waiting = list(self._inflight.values()) + self._take(self._queue.qsize())
-        self._fail(waiting, RuntimeError("hf engine closed"))
+        self._fail(waiting, EngineError("hf engine closed"))
 
 
 def load_model(path: str, dtype: str) -> torch.nn.Module:

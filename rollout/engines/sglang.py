@@ -6,6 +6,11 @@ Endpoints used (SGLang 0.5.x, NOTES.md): `POST /generate` with `input_ids`,
 Several servers: one engine per URL (`rollout.sglang_urls`), the dynamic scheduler spreads
 trajectories over them. A router URL works as one big engine; give its capacity with
 `rollout.sglang_kv_capacity_tokens` when its /server_info lacks it.
+Stopping: SGLang ends a request on `stop_token_ids` and, by default, on the model's eos ids
+(config + generation_config) and the tokenizer's; `ignore_eos` turns all of these off,
+`stop_token_ids` included (0.5.x `Req.check_finished`). `finish_reason.matched` becomes
+`GenerationResult.stop_token_id`. Transport errors and HTTP errors become `EngineError`
+(4xx not retryable), which the scheduler retries (rollout/scheduler.py).
 CI runs this client against rollout/engines/fake_sglang.py; real SGLang needs a GPU.
 """
 
@@ -16,7 +21,7 @@ import logging
 import httpx
 
 from configs.rollout import RolloutConfig
-from rollout.engines.base import EngineStats, GenerationResult, SamplingParams
+from rollout.engines.base import EngineError, EngineStats, GenerationResult, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +45,8 @@ def sampling_payload(prompt_ids: list[int], params: SamplingParams) -> dict:
     }
     if params.seed is not None:
         sampling["sampling_seed"] = params.seed
+    if params.ignore_eos:
+        sampling["ignore_eos"] = True
     return {"input_ids": list(prompt_ids), "sampling_params": sampling, "return_logprob": True}
 
 
@@ -47,13 +54,15 @@ def parse_generation(body: dict) -> GenerationResult:
     meta = body.get("meta_info", {})
     finish = meta.get("finish_reason") or {}
     kind = finish.get("type") if isinstance(finish, dict) else finish
-    if kind not in ("stop", "length"):
-        raise RuntimeError(f"SGLang request ended with finish_reason {finish!r}")
+    if kind not in ("stop", "length"):  # "abort": the server gave up on it (OOM, shutdown, ...)
+        raise EngineError(f"SGLang request ended with finish_reason {finish!r}")
     output_ids = list(body["output_ids"])
     logprobs = [float(entry[0]) if entry[0] is not None else 0.0 for entry in meta.get("output_token_logprobs", [])]
     if len(logprobs) != len(output_ids):
-        raise RuntimeError(f"SGLang returned {len(output_ids)} tokens but {len(logprobs)} log-probs")
-    return GenerationResult(output_ids, logprobs, kind)
+        raise EngineError(f"SGLang returned {len(output_ids)} tokens but {len(logprobs)} log-probs")
+    matched = finish.get("matched") if isinstance(finish, dict) else None
+    stop_id = matched if kind == "stop" and isinstance(matched, int) else None
+    return GenerationResult(output_ids, logprobs, kind, stop_id)
 
 
 class SGLangEngine:
@@ -89,8 +98,16 @@ class SGLangEngine:
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         if params.max_new_tokens < 1:
             return GenerationResult([], [], "length")
-        response = await self._client.post("/generate", json=sampling_payload(prompt_ids, params))
-        response.raise_for_status()
+        try:
+            response = await self._client.post("/generate", json=sampling_payload(prompt_ids, params))
+        except httpx.TransportError as exc:  # refused, reset, timed out: the server may be back, or another one
+            raise EngineError(f"{self.url}/generate: {type(exc).__name__}: {exc}") from exc
+        if response.status_code >= 400:
+            # 4xx: this request is refused and would be again; 5xx: the server failed it.
+            raise EngineError(
+                f"{self.url}/generate answered HTTP {response.status_code}: {response.text[:200]}",
+                retryable=response.status_code >= 500,
+            )
         result = parse_generation(response.json())
         self.stats.requests += 1
         self.stats.prompt_tokens += len(prompt_ids)

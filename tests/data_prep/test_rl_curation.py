@@ -13,6 +13,7 @@ from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from data_prep import rl_curation
 from data_prep.tables import read_problems
+from rollout.runtime import RolloutGroups
 from rollout.trajectory import Trajectory
 
 
@@ -25,11 +26,14 @@ class ScriptedRuntime:
 
     async def rollout(self, problems, samples_per_problem, max_turns, max_response_tokens, temperature, seed):
         self.calls.append({"n": len(problems), "samples": samples_per_problem, "turns": max_turns})
-        groups = []
+        groups = RolloutGroups()
         for i, problem in enumerate(problems):
             texts = self.script[problem]
             assert len(texts) == samples_per_problem
-            groups.append([Trajectory(i, j, [0], turns=[t]) for j, t in enumerate(texts)])
+            # "FAILED:<text>": a trajectory no engine finished, its partial text kept
+            groups.append([Trajectory(i, j, [0], turns=[t.removeprefix("FAILED:")],
+                                      failure="engine 0: HTTP 503" if t.startswith("FAILED:") else None)
+                           for j, t in enumerate(texts)])
         return groups
 
 
@@ -45,7 +49,8 @@ def test_agreement_filter_keeps_problems_with_two_agreeing_samples(tmp_path, mon
     tool_only = '<tool_call>\n{"name": "execute_python_code_with_standard_io"}\n</tool_call>'  # no answer given
     script = {
         "Problem 0?": [boxed(100), boxed(100), boxed(7), boxed(8)],    # 2 agree: kept
-        "Problem 1?": [boxed(101), tool_only, tool_only, boxed(9)],    # 1 agrees: dropped
+        # 1 agrees: dropped (the failed trajectory's box does not count)
+        "Problem 1?": [boxed(101), tool_only, "FAILED:" + boxed(101), boxed(9)],
         # 2 agree: "102.0" is 102, "1{,}02" is no thousands grouping (labels are read the same way)
         "Problem 2?": [boxed("1{,}02"), boxed(102), boxed("102.0"), "no answer"],
         "Problem 3?": [boxed(3), boxed(10**25), boxed("1, 03"), boxed(3)],  # 0 agree; 10^25 is beyond int64
@@ -71,8 +76,10 @@ def test_agreement_filter_keeps_problems_with_two_agreeing_samples(tmp_path, mon
     kept = {p.problem for p in read_problems(tmp_path / "problems.parquet")}
     assert {"Problem 0?", "Problem 2?"} <= kept and not {"Problem 1?", "Problem 3?"} & kept
     assert metrics["problems"] == 7 and metrics["filter_kept"] == 2 and metrics["problems_synthetic"] == 5
+    assert metrics["filter_failed_samples"] == 1
     agreement = {a["problem_id"]: a for a in pq.read_table(tmp_path / "agreement.parquet").to_pylist()}
     assert [a["agreeing"] for a in agreement.values()] == [2, 1, 2, 0]
+    assert [a["failed_samples"] for a in agreement.values()] == [0, 1, 0, 0]
     assert agreement["openmathreasoning-1"]["answers"] == [101, None, None, 9]
     assert agreement["openmathreasoning-2"]["answers"] == [None, 102, 102, None]
     assert agreement["openmathreasoning-3"]["answers"] == [3, None, None, 3]

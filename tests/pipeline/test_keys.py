@@ -40,10 +40,10 @@ def _versions(root: Path) -> dict[str, str]:
 
 
 def _edit_function_body(path: Path) -> None:
-    """Add a statement to the first top-level function's body (its return line gets a sibling)."""
+    """Add a statement to the body of the first function with a return (a sibling of that line)."""
     source = path.read_text()
-    edited, n = re.subn(r"^(    )return (.+)$", r"\1_edited = None\n\1return \2", source, count=1, flags=re.M)
-    assert n == 1, f"no top-level function with a return in {path}"
+    edited, n = re.subn(r"^( +)return (.+)$", r"\1_edited = None\n\1return \2", source, count=1, flags=re.M)
+    assert n == 1, f"no function with a return in {path}"
     path.write_text(edited)
 
 
@@ -150,6 +150,8 @@ def _other_value(annotation: object, value: object) -> object:
         return value / 2 if value else 1.0
     if isinstance(value, str):
         return value + "-other"
+    if isinstance(value, dict):
+        return {**value, "sft": "rstar-gpu"}
     if isinstance(value, list):
         return [*value, "http://10.0.0.9:30000"] if not value or isinstance(value[0], str) else value[:-1]
     raise AssertionError(f"no test value for {annotation!r}")
@@ -263,3 +265,14 @@ def test_online_revision_resolves_to_a_commit(monkeypatch):
         assert resolve_hub_revision("org/data", "v1") == "sha-of-org/data@v1"
     finally:
         resolve_hub_revision.cache_clear()
+
+
+def test_a_config_loaded_from_its_own_dump_has_the_same_keys():
+    """Defaults are typed as if loaded (validate_default): `epochs: float = 3` must key like 3.0."""
+    from configs.load import load_config
+
+    for cfg in (PipelineConfig(), load_config(REPO_ROOT / "configs" / "tiny.yaml")):
+        again = PipelineConfig.model_validate_json(cfg.model_dump_json())
+        for spec in STAGES:
+            ups = {n: FAKE_UPSTREAM[n] for n in spec.upstream}
+            assert stage_key(spec, again, ups) == stage_key(spec, cfg, ups), spec.name

@@ -134,12 +134,13 @@ def test_unimplemented_stage_cli_fails_loudly(module, args):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has GPUs")
-def test_paper_config_fails_at_once_without_gpus(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "assets.build", "--config", "configs/rstar2_agent_14b.yaml",
+def test_paper_config_gpu_stage_fails_at_once_without_gpus(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "training.sft", "--config", "configs/rstar2_agent_14b.yaml",
                           "--set", f"run.artifacts_root={tmp_path}"],
                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
     assert out.returncode == 2
-    assert "needs 8 GPU(s) per node" in out.stderr and "has 0" in out.stderr
+    assert "stage 'sft' of configs/rstar2_agent_14b.yaml needs 8 GPU(s) per node" in out.stderr
+    assert "has 0" in out.stderr
     assert not any(tmp_path.iterdir())  # no work was done
 
 

@@ -116,11 +116,40 @@ async def test_real_sandbox_error_and_timeout_statuses(small_fmt, scripted, real
     assert "ValueError: boom" in text and traj.finish_reason == "stop", text
 
 
-async def test_a_turn_ended_by_another_stop_token_ends_the_rollout(small_fmt, scripted):
+async def test_a_turn_ended_by_end_of_text_ends_the_rollout_as_eos(small_fmt, scripted):
+    end_of_text = small_fmt.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+
     class EndOfText:
         async def generate(self, prompt_ids, params):
-            ids = small_fmt.encode(tool_call_text("print(1)")) + [small_fmt.tokenizer.pad_token_id]
-            return GenerationResult(ids, [-1.0] * len(ids), "stop")
+            ids = small_fmt.encode(tool_call_text("print(1)") + ANSWER) + [end_of_text]
+            return GenerationResult(ids, [-1.0] * len(ids), "stop", end_of_text)
 
     traj = await run_agent(_state(small_fmt, TurnLimits(5, 4096)), EndOfText(), scripted.sandbox())
-    assert traj.finish_reason == "stop" and traj.num_turns == 1 and traj.tool_calls == []
+    assert traj.finish_reason == "eos" and traj.num_turns == 1 and traj.tool_calls == []
+    assert traj.final_answer == "7" and not traj.failed  # an eos-ended answer still counts
+
+
+async def test_a_closed_turn_reported_as_length_still_runs_its_call(small_fmt, scripted):
+    """SGLang reports "length" when end-of-turn is the last allowed token; the turn is closed all the same."""
+    turns = [tool_call_text("print(1)"), ANSWER]
+
+    class LengthFirst:
+        async def generate(self, prompt_ids, params):
+            turn = params.seed - 0
+            ids = small_fmt.encode(turns[min(turn, 1)]) + [small_fmt.end_of_turn_id]
+            return GenerationResult(ids, [-1.0] * len(ids), "length")
+
+    traj = await run_agent(_state(small_fmt, TurnLimits(5, 4096)), LengthFirst(), scripted.sandbox())
+    assert traj.finish_reason == "stop" and traj.num_turns == 2 and [c.status for c in traj.tool_calls] == ["ok"]
+
+
+async def test_requests_stop_on_end_of_turn_and_the_tokenizer_eos(real_fmt, scripted):
+    seen = []
+
+    class Recorder:
+        async def generate(self, prompt_ids, params):
+            seen.append(params.stop_token_ids)
+            return GenerationResult([real_fmt.end_of_turn_id], [-1.0], "stop", real_fmt.end_of_turn_id)
+
+    await run_agent(_state(real_fmt, TurnLimits(5, 4096)), Recorder(), scripted.sandbox())
+    assert seen == [(151645,)]  # the tiny assets' real tokenizer names <|im_end|> as eos too

@@ -133,3 +133,45 @@ async def test_continuous_engine_answers_short_requests_while_a_long_one_runs(ti
     await engine.aclose()
     assert len(result.output_ids) == 400 and len(short.output_ids) == 5
     assert short.output_ids == decode_batch(engine._model, prompts[1:2], [SamplingParams(5, seed=1)], PAD)[0].output_ids
+
+
+@pytest.fixture(scope="module")
+def eos_model(tiny_assets, tmp_path_factory, prompts):
+    """The tiny model with a generation config that names an extra end-of-text id, as Qwen3-Base's does;
+    the id is the 4th token greedy decoding emits, so generation meets it."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_assets.model).eval()
+    (greedy,) = decode_batch(model, prompts[:1], [SamplingParams(8, temperature=0.0)], PAD)
+    eos = greedy.output_ids[3]
+    first = greedy.output_ids.index(eos)
+    model.generation_config.eos_token_id = [model.config.eos_token_id, eos]
+    path = tmp_path_factory.mktemp("eos-model")
+    model.save_pretrained(path)
+    return str(path), eos, greedy.output_ids[: first + 1]
+
+
+async def test_engine_stops_on_the_models_generation_config_eos(eos_model, prompts):
+    path, eos, expected = eos_model
+    engine = HFEngine.from_pretrained(path, kv_capacity_tokens=1000)
+    assert eos in engine.eos_ids
+    stopped = await engine.generate(prompts[0], SamplingParams(8, temperature=0.0))
+    ignored = await engine.generate(prompts[0], SamplingParams(8, temperature=0.0, ignore_eos=True))
+    await engine.aclose()
+    assert (stopped.output_ids, stopped.finish_reason, stopped.stop_token_id) == (expected, "stop", eos)
+    assert len(ignored.output_ids) == 8 and ignored.finish_reason == "length" and ignored.stop_token_id is None
+
+
+async def test_a_cancelled_request_leaves_the_running_batch(tiny_assets, prompts):
+    (engine,) = build_engines(RolloutConfig(hf_batch_window_s=0.0), tiny_assets.model)
+    params = SamplingParams(5000, temperature=1.0, seed=1, ignore_eos=True)
+    doomed = asyncio.create_task(engine.generate(prompts[0], params))
+    other = asyncio.create_task(engine.generate(prompts[1], SamplingParams(5000, seed=2, ignore_eos=True)))
+    await asyncio.sleep(0.2)
+    assert engine.inflight == 2
+    doomed.cancel()
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if engine.inflight == 1:
+            break
+    assert engine.inflight == 1 and not other.done()  # the other row keeps decoding
+    other.cancel()
+    await engine.aclose()

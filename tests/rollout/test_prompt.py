@@ -110,3 +110,20 @@ def test_extract_tool_calls_is_robust():
     assert isinstance(many[2], InvalidCall) and "more than 2" in many[2].reason
     for junk in ("<tool_call>", "<tool_call></tool_call>", "</tool_call><tool_call>[]", "<tool_call>\x00{{"):
         assert all(isinstance(c, InvalidCall) for c in extract_tool_calls(junk))
+
+
+def test_end_of_turn_comes_from_the_template_not_eos(tiny_assets):
+    """Qwen3-Base's tokenizer names <|endoftext|> as eos; its turns still end with <|im_end|>."""
+    from transformers import AutoTokenizer
+
+    from rollout.prompt import ChatFormat
+
+    if tiny_assets.real_tokenizer is None:
+        import pytest
+
+        pytest.skip("the assets artifact has no real-vocabulary Qwen3 tokenizer")
+    base = AutoTokenizer.from_pretrained(tiny_assets.real_tokenizer, eos_token="<|endoftext|>")
+    fmt = ChatFormat(base)
+    assert (fmt.end_of_turn, fmt.end_of_turn_id) == ("<|im_end|>", 151645)
+    assert fmt.stop_token_ids == (151643, 151645)
+    assert fmt.feedback_text(["1"]).startswith("\n<|im_start|>user\n<tool_response>")

@@ -44,7 +44,7 @@ async def test_rollout_shapes_progress_and_scheduler_independence(tiny_assets, s
         for t in group:
             assert 0 < t.response_tokens <= 24
             assert len(t.loss_mask) == len(t.logprobs) == t.response_tokens
-            assert t.finish_reason in ("stop", "turns", "length") and t.engine_index in (0, 1)
+            assert t.finish_reason in ("stop", "eos", "turns", "length") and t.engine_index in (0, 1)
             assert all(lp < 0 for lp, m in zip(t.logprobs, t.loss_mask, strict=True) if m)
     assert len({tuple(t.response_ids) for g in dynamic for t in g}) == 6  # distinct seeds, distinct samples
     assert sum(e.stats.requests for e in engines) >= 6 and all(e.stats.requests for e in engines)

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from configs.rollout import RolloutConfig
 from rollout.agent_loop import AgentState, TurnLimits
 from rollout.prompt import tool_call_text
 from rollout.scheduler import KVBudget, get_scheduler, run_dynamic, run_static
@@ -51,7 +52,12 @@ async def test_budget_is_first_come_first_served_and_caps_oversized_needs():
     assert budget.free == [15]
     await budget.release(0, 80)
     await budget.release(0, 5)
-    assert await budget.acquire(10_000) == 0 and budget.free == [0]  # larger than any engine: runs alone
+    assert await budget.acquire(10_000) == 0 and budget.free == [-9_900]  # larger than any engine: runs alone
+    later = asyncio.create_task(budget.acquire(1))
+    await asyncio.sleep(0.01)
+    assert not later.done()  # nothing joins it
+    await budget.release(0, 10_000)
+    assert await asyncio.wait_for(later, 1) == 0
 
 
 async def test_dynamic_pins_each_trajectory_and_respects_capacity(small_fmt, scripted):
@@ -61,7 +67,8 @@ async def test_dynamic_pins_each_trajectory_and_respects_capacity(small_fmt, scr
     turns_of = {1000 * i: 1 + i % 3 for i in range(6)}
     engines = [scripted.engine(small_fmt, _script(turns_of), capacity=need, delay_s=0.01) for _ in range(2)]
     done: list[int] = []
-    await run_dynamic(states, engines, scripted.sandbox(delay_s=lambda c: 0.02), lambda t: done.append(t.seed))
+    cfg = RolloutConfig(kv_reservation="worst_case")
+    await run_dynamic(states, engines, scripted.sandbox(delay_s=lambda c: 0.02), lambda t: done.append(t.seed), cfg)
     assert sorted(done) == sorted(turns_of)
     for k, engine in enumerate(engines):
         served = {seed for seed, *_ in engine.log}
@@ -112,3 +119,31 @@ async def test_schedulers_give_the_same_trajectories(small_fmt, scripted, name):
     assert all(s.trajectory.finish_reason == "stop" for s in states)
     with pytest.raises(ValueError, match="allowed"):
         get_scheduler("round_robin")
+
+
+async def test_pinned_turn_waits_for_room_on_its_engine_unless_nothing_runs_there():
+    budget = KVBudget([100, 100])
+    assert await budget.acquire(90, 0) == 0
+    waiting = asyncio.create_task(budget.acquire(20, 0))  # engine 1 is empty, but the turn is pinned to 0
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    new = asyncio.create_task(budget.acquire(20))  # a new trajectory goes to the engine with room
+    assert await asyncio.wait_for(new, 1) == 1
+    await budget.release(0, 0)  # the running turn ends but keeps its 90-token context
+    assert await asyncio.wait_for(waiting, 1) == 0  # nothing else runs on 0: it goes, over-subscribed
+    assert budget.reserved == [110, 20] and budget.running == [1, 1]
+
+
+@pytest.mark.parametrize("reservation, most", [("worst_case", 2), ("per_turn", 8)])
+async def test_per_turn_reservations_fit_more_trajectories_than_worst_case(small_fmt, scripted, reservation, most):
+    """Evaluation budget 30K on a default 64K engine: worst case fits two trajectories at a time."""
+    limits = TurnLimits(max_turns=4, max_response_tokens=30_000)
+    states = _states(small_fmt, 8, limits)
+    engine = scripted.engine(small_fmt, _script({1000 * i: 3 for i in range(8)}), capacity=65_536, delay_s=0.02)
+    cfg = RolloutConfig(kv_reservation=reservation, kv_turn_reserve_tokens=2048)
+    await run_dynamic(states, [engine], scripted.sandbox(delay_s=lambda c: 0.01), lambda t: None, cfg)
+    started = {seed: min(a for s, _, a, _ in engine.log if s == seed) for seed, *_ in engine.log}
+    ended = {seed: max(b for s, _, _, b in engine.log if s == seed) for seed, *_ in engine.log}
+    in_flight = max(sum(started[x] <= started[y] < ended[x] for x in started) for y in started)
+    assert in_flight == most
+    assert all(s.trajectory.num_turns == 3 and s.trajectory.finish_reason == "stop" for s in states)

@@ -9,7 +9,7 @@ import pytest
 
 from configs.rollout import RolloutConfig
 from rollout.engines.base import Engine, SamplingParams, build_engines
-from rollout.engines.fake_sglang import COUNTS, serve_in_thread
+from rollout.engines.fake_sglang import COUNTS, KILL, serve_in_thread
 from rollout.engines.hf import HFEngine, decode_batch
 from rollout.engines.sglang import SGLangEngine, parse_generation, sampling_payload
 
@@ -112,3 +112,109 @@ def test_server_info_answers_like_sglang(servers):
     info = httpx.get(f"{url}/server_info").json()
     assert info["max_total_num_tokens"] == 3000
     assert httpx.get(f"{url}/health").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def eos_server(tiny_assets, small_fmt, tmp_path_factory):
+    """A fake server whose model's generation config names an extra end-of-text id X (Qwen3-Base style)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_assets.model).eval()
+    prompt = small_fmt.encode("x")
+    (greedy,) = decode_batch(model, [prompt], [SamplingParams(8, temperature=0.0)], 4070)
+    eos = greedy.output_ids[3]
+    model.generation_config.eos_token_id = [model.config.eos_token_id, eos]
+    path = tmp_path_factory.mktemp("eos-model")
+    model.save_pretrained(path)
+    engine = HFEngine.from_pretrained(str(path), kv_capacity_tokens=3000)
+    with serve_in_thread(engine) as (url, _):
+        yield url, prompt, eos, greedy.output_ids[: greedy.output_ids.index(eos) + 1]
+
+
+async def test_fake_server_stops_where_sglang_does(eos_server):
+    url, prompt, eos, expected = eos_server
+    engine = SGLangEngine(url)
+    greedy = SamplingParams(8, temperature=0.0)
+    try:
+        stopped = await engine.generate(prompt, greedy)  # no stop ids asked: the model's eos still ends it
+        ignored = await engine.generate(prompt, SamplingParams(8, temperature=0.0, ignore_eos=True))
+        last = await engine.generate(prompt, SamplingParams(len(expected), temperature=0.0))
+    finally:
+        await engine.aclose()
+    assert (stopped.output_ids, stopped.finish_reason, stopped.stop_token_id) == (expected, "stop", eos)
+    assert len(ignored.output_ids) == 8 and ignored.finish_reason == "length"
+    # SGLang checks the length limit first: eos as the last allowed token reports "length".
+    assert (last.output_ids, last.finish_reason, last.stop_token_id) == (expected, "length", None)
+
+
+async def _rollout_on(urls, small_fmt, sandbox, problems: int = 6, **cfg):
+    from rollout.runtime import RolloutRuntime
+
+    config = RolloutConfig(engine="sglang", sglang_urls=urls, engine_retry_backoff_s=0.0, **cfg)
+    engines = build_engines(config, "")
+    try:
+        runtime = RolloutRuntime(config, small_fmt, engines, sandbox)
+        return await runtime.rollout([f"p{i}" for i in range(problems)], 2, 2, 24, 1.0, seed=5)
+    finally:
+        for e in engines:
+            await e.aclose()
+
+
+async def test_rollout_through_servers_failing_one_request_in_ten(tiny_assets, small_fmt, scripted):
+    engines = [HFEngine.from_pretrained(tiny_assets.model, kv_capacity_tokens=3000) for _ in range(2)]
+    with (
+        serve_in_thread(engines[0], fail_every=10) as (a, app_a),
+        serve_in_thread(engines[1], fail_every=10) as (b, app_b),
+    ):
+        groups = await _rollout_on([a, b], small_fmt, scripted.sandbox(), problems=20, engine_max_attempts=5)
+    assert app_a[COUNTS]["failed"] + app_b[COUNTS]["failed"] >= 3
+    assert groups.failed == 0 and groups.engine_retries == app_a[COUNTS]["failed"] + app_b[COUNTS]["failed"]
+    assert all(0 < t.response_tokens <= 24 for g in groups for t in g)
+
+
+async def test_a_server_that_dies_mid_rollout(tiny_assets, small_fmt, scripted):
+    engines = [HFEngine.from_pretrained(tiny_assets.model, kv_capacity_tokens=3000) for _ in range(2)]
+    with serve_in_thread(engines[0]) as (a, app_a), serve_in_thread(engines[1]) as (b, _):
+
+        async def kill_when_busy():
+            while app_a[COUNTS]["generate"] < 2:
+                await asyncio.sleep(0.005)
+            await asyncio.to_thread(app_a[KILL])
+
+        killer = asyncio.create_task(kill_when_busy())
+        groups = await _rollout_on([a, b], small_fmt, scripted.sandbox())
+        await killer
+    assert groups.failed == 0 and groups.engine_retries >= 1
+    assert all(t.finish_reason in ("stop", "eos", "turns", "length") for g in groups for t in g)
+    # With nothing left to fail over to, the trajectories are recorded as failed and the call returns.
+    engine = HFEngine.from_pretrained(tiny_assets.model, kv_capacity_tokens=3000)
+    with serve_in_thread(engine) as (url, app):
+        app[KILL]()
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/health")
+        dead = await _rollout_on(
+            [url], small_fmt, scripted.sandbox(), sglang_kv_capacity_tokens=3000, engine_max_attempts=2
+        )
+    assert dead.failed == 12 and "ConnectError" in next(iter(dead.failures))
+
+
+async def test_cancelling_a_rollout_reaches_the_server_side_request(tiny_assets, small_fmt):
+    engine = HFEngine.from_pretrained(tiny_assets.model, kv_capacity_tokens=100_000)
+    with serve_in_thread(engine) as (url, _):
+        client = SGLangEngine(url)
+        params = SamplingParams(20_000, temperature=1.0, seed=3, ignore_eos=True)
+        task = asyncio.create_task(client.generate(small_fmt.encode("long"), params))
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if engine.inflight:
+                break
+        assert engine.inflight == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if not engine.inflight:
+                break
+        await client.aclose()
+        assert engine.inflight == 0  # the server dropped the row: the hung-up request is no longer decoded

@@ -13,6 +13,7 @@ from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from configs.schema import SFTConfig
 from data_prep import cold_start
+from pipeline.workdir import WorkDir
 from rollout.runtime import build_runtime
 from training import sft
 
@@ -34,7 +35,8 @@ def trained(tiny_assets_dir, tmp_path_factory):
     cfg = SFTConfig(lr=3e-3, global_batch_size=16, micro_batch_per_device=8, epochs=10, max_seq_tokens=512,
                     warmup_ratio=0.05, checkpoint_every_steps=20)
     inputs = {"assets": tiny_assets_dir, "cold_start": base / "cold_start"}
-    metrics = sft.run(cfg, RolloutConfig(), SandboxConfig(), inputs, out, work=base / "work", max_steps=STEPS)
+    work = WorkDir(base / "work", "sft", "test")
+    metrics = sft.run(cfg, RolloutConfig(), SandboxConfig(), inputs, out, work=work, max_steps=STEPS)
     return out, metrics, base
 
 
@@ -49,7 +51,7 @@ def test_sft_trains_and_writes_curves(trained):
     assert all(float(r["tokens_per_s"]) > 0 for r in rows[1:])
     assert (out / "curves.png").stat().st_size > 10_000
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
-    checkpoints = sorted(p.name for p in (base / "work" / "trainer").glob("checkpoint-*"))
+    checkpoints = sorted(p.name for p in (base / "work" / "sft" / "test" / "trainer").glob("checkpoint-*"))
     assert checkpoints == ["checkpoint-20", "checkpoint-40"]
 
 
