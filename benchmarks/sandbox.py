@@ -1,14 +1,15 @@
 """Benchmark of the code execution service against the reference design (issue 3, point 7).
 
-    python -m benchmarks.sandbox [--calls 500] [--ref-calls 40] [--pool-calls 2000]
+    python -m benchmarks.sandbox [--calls 500] [--ref-calls 40] [--pool-calls 2000] [--config-json '{...}']
 
 Prints calls/s and p50/p99 latency on one mix of programs (print, numpy, a sympy solve,
 an exception, a short loop) for
   (a) this service, through HTTP with the batching client (local server on loopback);
   (b) the reference design: a fresh python3 per call importing numpy/scipy/sympy, rlimits only;
   (c) an unisolated warm process pool (state leaks between calls): the upper bound;
-then the ratios a/b and a/c, the p50 of a trivial call at low load, and verification
-throughput (answers/s) on a mix of answer pairs. Everything runs on this machine, in one run.
+then the ratios a/b and a/c, the p50 of a trivial call at low load, verification
+throughput (answers/s) on a mix of answer pairs, and where (a)'s CPU goes per call
+(client, server, fork, child setup, program, exit). Everything runs on this machine, in one run.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def _workload(n: int) -> list[str]:
     return [kinds[i % len(kinds)] for i in range(n)]
 
 
-async def bench_service(n: int, concurrency: int) -> dict:
-    async with build_sandbox(SandboxConfig()) as sb:
+async def bench_service(n: int, concurrency: int, cfg: SandboxConfig) -> dict:
+    async with build_sandbox(cfg) as sb:
         await sb.run_batch([ToolCall(code=c) for c in _workload(20)])  # warm the path
         trivial = []
         for _ in range(50):  # low load: one call at a time
@@ -74,9 +75,11 @@ async def bench_service(n: int, concurrency: int) -> dict:
                 lat.append(time.perf_counter() - t)
                 statuses[res.status] = statuses.get(res.status, 0) + 1
 
+        before = await _cpu_snapshot(sb)
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - start
+        breakdown = _breakdown(before, await _cpu_snapshot(sb), n)
         pairs = PAIRS * 20
         await sb.verify_batch(PAIRS)
         t = time.perf_counter()
@@ -85,7 +88,43 @@ async def bench_service(n: int, concurrency: int) -> dict:
     p50, p99 = _percentiles(lat)
     return {"calls_s": n / wall, "p50": p50, "p99": p99, "statuses": statuses,
             "trivial_p50": statistics.median(trivial), "verify_s": len(pairs) / verify_wall,
-            "verify_correct": sum(v.score for v in verdicts), "verify_n": len(pairs)}
+            "verify_correct": sum(v.score for v in verdicts), "verify_n": len(pairs), "breakdown": breakdown}
+
+
+def _proc_cpu(pid: int) -> tuple[float, float]:
+    """(own, reaped children's) CPU seconds of a process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
+async def _cpu_snapshot(sb) -> dict:
+    (server,) = (await sb.health())["servers"].values()
+    me = os.times()
+    return {"client": me.user + me.system, "server": _proc_cpu(server["pid"])[0],
+            "zygote": _proc_cpu(server["zygote_pid"]), "counters": server["counters"]}
+
+
+def _breakdown(a: dict, b: dict, n: int) -> list[tuple[str, float]]:
+    """CPU ms per call, by where it is spent (the load test's mix; the client's share is
+    this benchmark's own HTTP client and batching)."""
+    def counter(key: str) -> float:
+        return b["counters"].get(key, 0) - a["counters"].get(key, 0)
+
+    calls = counter("usage_calls") or 1
+    setup = counter("child_setup_cpu_us") / calls / 1000
+    run = counter("child_run_cpu_us") / calls / 1000
+    children = (b["zygote"][1] - a["zygote"][1]) * 1000 / n  # setup + run + exit of the reaped children
+    return [
+        ("client: HTTP + JSON + batching (this benchmark)", (b["client"] - a["client"]) * 1000 / n),
+        ("server: HTTP + JSON + event loop + pipes", (b["server"] - a["server"]) * 1000 / n),
+        ("zygote: fork (parent side) + control messages", (b["zygote"][0] - a["zygote"][0]) * 1000 / n),
+        (f"child setup ({counter('child_setup_faults') / calls:.0f} faults): sweep, namespaces, tmpfs, seccomp",
+         setup),
+        (f"program (with {counter('child_run_faults') / calls:.0f} minor faults of copy-on-write)", run),
+        ("child exit: unmapping, namespace teardown", max(children - setup - run, 0.0)),
+    ]
 
 
 def _limits() -> None:
@@ -106,12 +145,13 @@ def _reference_call(code: str) -> float:
 def bench_reference(n: int, concurrency: int) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
-    start = time.perf_counter()
+    start, t0 = time.perf_counter(), os.times()
     with ThreadPoolExecutor(concurrency) as pool:
         lat = list(pool.map(_reference_call, _workload(n)))
-    wall = time.perf_counter() - start
+    wall, t1 = time.perf_counter() - start, os.times()
     p50, p99 = _percentiles(lat)
-    return {"calls_s": n / wall, "p50": p50, "p99": p99}
+    cpu = t1.children_user + t1.children_system - t0.children_user - t0.children_system
+    return {"calls_s": n / wall, "p50": p50, "p99": p99, "cpu_ms": cpu * 1000 / n}
 
 
 def _pool_init() -> None:
@@ -162,9 +202,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--ref-calls", type=int, default=40)
     parser.add_argument("--pool-calls", type=int, default=2000)
+    parser.add_argument("--config-json", default="{}", help='service overrides, e.g. \'{"huge_pages": false}\'')
     args = parser.parse_args()
     cores = os.cpu_count() or 1
-    a = asyncio.run(bench_service(args.calls, args.concurrency))
+    a = asyncio.run(bench_service(args.calls, args.concurrency, SandboxConfig.model_validate_json(args.config_json)))
     b = bench_reference(args.ref_calls, cores)
     c = bench_pool(args.pool_calls, cores, args.concurrency)
     print(f"machine: {cores} CPU cores; mix of {len(MIX)} programs ({', '.join(MIX)})")
@@ -178,6 +219,14 @@ def main() -> None:
     print(f"statuses (a): {a['statuses']}")
     print(f"verification: {a['verify_s']:.1f} answers/s on {a['verify_n']} pairs "
           f"({a['verify_correct']:.0f} judged correct)")
+    print("CPU per call of (a), ms (/proc and the children's getrusage; 10 ms ticks summed over the run):")
+    total = sum(ms for _, ms in a["breakdown"])
+    for name, ms in a["breakdown"]:
+        print(f"  {name:<66}{ms:>7.2f}  {100 * ms / total:>4.0f} %")
+    print(f"  {'total (kernel work deferred to kworkers not counted)':<66}{total:>7.2f}")
+    # Wall-clock ratios swing with whatever else runs on the machine; CPU per call much less.
+    print(f"reference (b) CPU per call: {b['cpu_ms']:.1f} ms; ratio of CPU per call b/a: {b['cpu_ms'] / total:.1f}"
+          "   (the calls/s ratio a CPU-bound machine with nothing else running would approach)")
 
 
 if __name__ == "__main__":

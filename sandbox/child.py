@@ -1,9 +1,11 @@
 """One sandbox child: the process a single call runs in, forked by the zygote ahead of time.
 
 Setup happens before the call arrives (off the latency path): own session and process
-group, kill whatever the slot's uid left running, a fresh scratch dir, privileges
-dropped to the slot's uid, no new privileges, death with the zygote. Then it blocks on
-its result socket for the request, sets the rlimits and runs the program.
+group, kill whatever the slot's uid left running, its own mount and IPC namespaces with
+a fresh tmpfs scratch (or, without them, a recycled scratch dir), privileges dropped to
+the slot's uid, no new privileges, death with the zygote, the seccomp filter. It then
+says READY on its result socket (a child whose setup failed never gets a call), blocks
+for the request, sets the rlimits and runs the program.
 
 fds: 0 stdin (a memfd with the call's input), 1/2 pipes read by the server, 3 the result
 socket (not inherited by the program's subprocesses).
@@ -15,15 +17,19 @@ import fcntl
 import io
 import json
 import os
+import resource
 import signal
 import struct
 import sys
+from collections.abc import Callable
 
 from sandbox import isolation
 from sandbox.runner import run_program, send_and_exit
 
 RESULT_FD = 3
 HEADER = struct.Struct(">Q")  # request = 8-byte length + JSON {"code", "input"}
+READY = b"R"  # first byte on the result socket: setup succeeded
+_getrusage, _RUSAGE_SELF = resource.getrusage, resource.RUSAGE_SELF  # before any program can replace them
 
 
 def _place_fds(result_fd: int, out_w: int, err_w: int) -> None:
@@ -71,17 +77,21 @@ def _fresh_stdio() -> None:
     )
 
 
-def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: int, s: dict) -> None:
+def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: int, s: dict,
+               load_filter: Callable[[], None] | None) -> None:
     zygote_pid = os.getppid()
     os.setsid()  # own process group: the server kills the whole group at the end of the call
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     _place_fds(result_fd, out_w, err_w)
-    scratch = os.path.join(isolation.SCRATCH_ROOT if s["private_tmp"] else s["scratch_root"], f"slot-{slot}")
     if uid is not None:
         isolation.sweep_uid(uid)
-    isolation.prepare_scratch(scratch, uid)
+    if s["call_namespaces"]:
+        isolation.enter_call_namespaces(uid, s)
+        scratch = isolation.CALL_SCRATCH
+    else:
+        scratch = isolation.recycle_scratch(s["scratch_root"], slot, uid)
     if uid is not None:
         isolation.drop_privileges(uid)
         nproc = s["max_processes"]
@@ -95,6 +105,10 @@ def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: in
     os.chdir(scratch)
     os.environ.update(HOME=scratch, TMPDIR=scratch, PWD=scratch)
     sys.dont_write_bytecode = True
+    if load_filter is not None:
+        load_filter()
+    os.write(RESULT_FD, READY)  # setup done: only now may the server hand this child a call
+    setup = _getrusage(_RUSAGE_SELF)
 
     request = _read_request()
     _stdin_from(request.get("input", ""))
@@ -102,4 +116,13 @@ def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: in
     owner = os.getpid()
     isolation.set_call_limits(s, nproc)
     record = run_program(request["code"], s["keep_chars"])
+    # CPU (µs) and minor faults (copy-on-write mostly) of this process at the end of its
+    # setup and of the program, summed by the server for the benchmark's cost breakdown.
+    end = _getrusage(_RUSAGE_SELF)
+    record["usage"] = {"setup_us": _us(setup), "end_us": _us(end), "setup_flt": setup.ru_minflt,
+                       "end_flt": end.ru_minflt}
     send_and_exit(record, RESULT_FD, owner)
+
+
+def _us(ru: resource.struct_rusage) -> int:
+    return int((ru.ru_utime + ru.ru_stime) * 1e6)

@@ -91,7 +91,7 @@ class SandboxClient:
         return await self._verifies.submit_many(list(pairs))
 
     async def health(self) -> dict:
-        """{"ok": all servers healthy, "servers": {url: their /health or {"error": ...}}}."""
+        """{"ok": every server reachable and not degraded, "servers": {url: its /health or {"error": ...}}}."""
         await self.start()
 
         async def one(url: str) -> dict:
@@ -103,7 +103,8 @@ class SandboxClient:
                 return {"error": f"{type(exc).__name__}: {exc}"}
 
         states = await asyncio.gather(*(one(u) for u in self.urls))
-        return {"ok": all("error" not in s for s in states), "servers": dict(zip(self.urls, states, strict=True))}
+        ok = all(s.get("status") == "ok" for s in states)
+        return {"ok": ok, "servers": dict(zip(self.urls, states, strict=True))}
 
     async def aclose(self) -> None:
         await self._runs.aclose()

@@ -4,7 +4,8 @@ Each of `exec_workers` slots owns at most one child at a time. A call takes a re
 child, sends it the code, reads its stdout/stderr pipes (keeping both ends) and its
 result record under the wall-clock limit, then kills the child's whole process group
 and asks the zygote for the slot's next child, whose setup kills anything of the slot's
-uid still alive and empties the scratch dir before another call can use the slot.
+uid still alive and gives it a fresh scratch; only a child that reported its setup done
+is ever handed a call, and a slot whose setup fails is replaced and shown in /health.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import signal
 import tempfile
 import time
@@ -23,7 +23,7 @@ from configs.sandbox import SandboxConfig
 from pipeline.paths import REPO_ROOT
 from sandbox import feedback as fb
 from sandbox import isolation
-from sandbox.child import HEADER
+from sandbox.child import HEADER, READY
 from sandbox.feedback import Clip, StreamCapture
 from sandbox.pipe_pump import PipePump
 from sandbox.types import SandboxResult
@@ -48,13 +48,15 @@ class Executor:
         self.uid_base, self._uid_lock = -1, -1
         if self.drop_uid:
             self.uid_base, self._uid_lock = isolation.claim_uid_block(cfg.uid_base, self.slots)
-        self.scratch_root = "" if cfg.private_tmp else tempfile.mkdtemp(prefix="sandbox-scratch-")
-        if self.scratch_root:
-            os.chmod(self.scratch_root, 0o711)
+        # Used only where calls cannot have their own tmpfs (the zygote says which in its facts).
+        self.scratch_root = tempfile.mkdtemp(prefix="sandbox-scratch-")
+        os.chmod(self.scratch_root, 0o711)
+        os.mkdir(os.path.join(self.scratch_root, isolation.TRASH), 0o700)
         settings = {
             **cfg.model_dump(include={
                 "cpu_time_s", "memory_mb", "file_size_mb", "max_open_files", "max_processes",
-                "isolate_network", "private_tmp", "scratch_mb", "preload_modules",
+                "isolate_network", "private_tmp", "scratch_mb", "scratch_inodes", "preload_modules", "seccomp",
+                "huge_pages",
             }),
             "uid_base": self.uid_base,
             "hidden_paths": cfg.hidden_paths + ([str(REPO_ROOT), str(REPO_ROOT.parent / "shared")]
@@ -65,6 +67,9 @@ class Executor:
         self.zygote = ZygoteLink(settings, self._on_child, self._on_zygote_lost)
         self._ready: asyncio.Queue[Child] = asyncio.Queue()
         self._waiting_fork: set[int] = set()  # slots whose child was asked for
+        self._in_setup: dict[int, Child] = {}  # forked, READY not yet read
+        self.failing: dict[int, dict] = {}  # slot -> {"failures", "error"} while its setup keeps failing
+        self._trash_task: asyncio.Task | None = None
         self.busy = 0
         self.waiting = 0
         self.counters: Counter[str] = Counter()
@@ -73,15 +78,27 @@ class Executor:
 
     async def start(self) -> None:
         await self.zygote.start(self.cfg.startup_timeout_s)
+        if self.zygote.facts.get("call_namespaces"):  # unused: keep no empty dir to leak on a SIGKILL
+            os.rmdir(os.path.join(self.scratch_root, isolation.TRASH))
+            os.rmdir(self.scratch_root)
+            self.scratch_root = ""
         for slot in range(self.slots):
             self._ask_child(slot)
 
     async def stop(self) -> None:
         await self.zygote.stop()
+        for child in list(self._in_setup.values()):
+            self._forget_setup(child)
         while not self._ready.empty():
             self._ready.get_nowait().close()
-        if self.scratch_root:
-            shutil.rmtree(self.scratch_root, ignore_errors=True)
+        if self._trash_task is not None:
+            await asyncio.gather(self._trash_task, return_exceptions=True)
+        try:
+            if self.scratch_root:
+                await asyncio.to_thread(isolation.empty_tree, self.scratch_root)
+                os.rmdir(self.scratch_root)
+        except OSError as exc:
+            log.warning("scratch %s not removed: %s", self.scratch_root, exc)
         if self._uid_lock >= 0:
             os.close(self._uid_lock)  # only after the zygote swept the block's uids
             self._uid_lock = -1
@@ -93,6 +110,9 @@ class Executor:
             "uid_range": [self.uid_base, self.uid_base + self.slots - 1] if self.drop_uid else None,
             "zygote_pid": self.zygote.proc.pid if self.zygote.proc else None,
             "isolation": self.zygote.facts,
+            "status": "degraded" if self.failing else "ok",
+            "slots_failing": {str(k): v for k, v in self.failing.items()},
+            "scratch_root": self.scratch_root,
         }
 
     def _ask_child(self, slot: int) -> None:
@@ -106,10 +126,67 @@ class Executor:
 
     def _on_child(self, child: Child) -> None:
         self._waiting_fork.discard(child.slot)
-        self._ready.put_nowait(child)
+        self._in_setup[child.slot] = child
+        child.sock.setblocking(False)
+        asyncio.get_running_loop().add_reader(child.sock.fileno(), self._on_setup_done, child)
+
+    def _forget_setup(self, child: Child) -> None:
+        asyncio.get_running_loop().remove_reader(child.sock.fileno())
+        self._in_setup.pop(child.slot, None)
+
+    def _on_setup_done(self, child: Child) -> None:
+        try:
+            first = child.sock.recv(1)
+        except BlockingIOError:
+            return
+        except OSError:
+            first = b""
+        self._forget_setup(child)
+        if first == READY:
+            self.failing.pop(child.slot, None)
+            self._ready.put_nowait(child)
+            return
+        # The child died in setup (or said something else): it never gets a call. Replace
+        # it, backing off while the slot keeps failing, and show it in /health meanwhile.
+        try:
+            why = os.read(child.err_fd, 2000).decode(errors="replace").strip()
+        except OSError:
+            why = ""
+        _kill_group(child.pid)
+        child.close()
+        if child.generation != self.zygote.generation or self.zygote.closing:
+            return  # died with its zygote: the restart asks for the slot again
+        self.counters["slot_setup_failures"] += 1
+        state = self.failing.setdefault(child.slot, {"failures": 0, "error": ""})
+        state["failures"] += 1
+        state["error"] = why or "sandbox setup failed: child exited without a reason"
+        log.error("slot %d setup failed (%d in a row): %s", child.slot, state["failures"], state["error"])
+        self._waiting_fork.add(child.slot)
+        delay = min(0.1 * 2 ** (state["failures"] - 1), 5.0)
+        asyncio.get_running_loop().call_later(delay, self._retry_ask, child.slot)
+
+    def _empty_trash(self) -> None:
+        """On-disk scratch only: delete what finished calls left, out of band (a thread),
+        never on a call's path; one deletion at a time."""
+        if self.zygote.facts.get("call_namespaces", True) or (self._trash_task and not self._trash_task.done()):
+            return
+        trash = os.path.join(self.scratch_root, isolation.TRASH)
+
+        async def empty() -> None:
+            try:
+                removed = await asyncio.to_thread(isolation.empty_tree, trash)
+                self.counters["scratch_entries_deleted"] += removed
+            except OSError as exc:
+                log.error("could not empty %s: %s", trash, exc)
+
+        self._trash_task = asyncio.get_running_loop().create_task(empty())
 
     def _on_zygote_lost(self) -> None:
         self.counters["zygote_restarts"] += 1
+        for child in list(self._in_setup.values()):
+            self._forget_setup(child)
+            child.close()
+            self._waiting_fork.add(child.slot)
         stale = []
         while not self._ready.empty():
             stale.append(self._ready.get_nowait())
@@ -152,6 +229,7 @@ class Executor:
                 _kill_group(child.pid)
                 child.close()
                 self._ask_child(child.slot)
+                self._empty_trash()
             # A child whose zygote died meanwhile was killed with it: not the program's doing.
             lost = child.generation != self.zygote.generation and result.extra.get("wait_status", 0) is None
             if not lost or attempt:
@@ -213,6 +291,7 @@ class Executor:
             if status == "resource_limit":
                 extra["limit"] = "cpu" if os.WTERMSIG(wait_status) == signal.SIGXCPU else "file_size"
         else:
+            self._account(record.get("usage"))
             status, line = record["status"], fb.record_line(record, cfg.memory_mb)
             if not out_clip.total and record.get("repr") is not None:
                 tail[0] = Clip.from_dict(record["repr"])
@@ -221,6 +300,20 @@ class Executor:
             if status == "resource_limit":
                 extra["limit"] = "memory"
         return SandboxResult(status, fb.finish(fb.with_line(tail, line), cfg.max_output_chars), **sizes, extra=extra)
+
+
+    def _account(self, usage: object) -> None:
+        """Sum a child's own CPU and fault counts (the program could forge only its own)."""
+        if not isinstance(usage, dict) or not all(type(usage.get(k)) is int for k in USAGE_KEYS):
+            return
+        self.counters["usage_calls"] += 1
+        self.counters["child_setup_cpu_us"] += usage["setup_us"]
+        self.counters["child_run_cpu_us"] += usage["end_us"] - usage["setup_us"]
+        self.counters["child_setup_faults"] += usage["setup_flt"]
+        self.counters["child_run_faults"] += usage["end_flt"] - usage["setup_flt"]
+
+
+USAGE_KEYS = ("setup_us", "end_us", "setup_flt", "end_flt")
 
 
 def _kill_group(pid: int) -> None:

@@ -1,7 +1,9 @@
 """Kernel-level isolation of sandbox processes (SPEC §3): namespaces, uids, rlimits.
 
-Namespaces are entered once by the zygote (costs nothing per call, NOTES "Code
-execution"); uids, limits and the scratch directory are set per call in each child.
+The network and mount namespaces are entered once by the zygote (costs nothing per
+call, NOTES "Code execution"); each child adds its own mount and IPC namespaces (~0.3 ms)
+holding its tmpfs scratch and its System V objects, so they die with the call; uids and
+limits are set per call in each child.
 Python 3.11 has no os.unshare/mount, so libc is called through ctypes.
 """
 
@@ -9,22 +11,26 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import itertools
 import logging
 import os
 import resource
-import shutil
 import signal
+import stat
 import sys
 import tempfile
 
 log = logging.getLogger(__name__)
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE = 1, 2, 4, 32, 4096, 8192
 MS_REC, MS_PRIVATE = 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
-SCRATCH_ROOT = "/tmp"  # inside the private tmpfs when private_tmp is on
+SCRATCH_ROOT = "/tmp"  # covered by an empty read-only tmpfs when private_tmp is on
+CALL_SCRATCH = "/tmp/work"  # where each call's own tmpfs is mounted (its cwd, HOME, TMPDIR)
+TRASH = ".trash"  # on-disk scratch only: where a slot's last scratch waits for deletion
 # World-writable places a sandbox uid could otherwise use to leave files for the next call.
 SHARED_WRITABLE = ("/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
@@ -64,9 +70,9 @@ def _closed_ancestors(path: str) -> list[str]:
     return out
 
 
-def _hide_keeping(cover: str, keep: list[str], writable_mb: int | None = None) -> None:
-    """Cover `cover` with an empty tmpfs, except the `keep` trees under it: read-only, or
-    writable (root-owned 0711, size-capped) when `writable_mb` is given."""
+def _hide_keeping(cover: str, keep: list[str], mkdirs: tuple[str, ...] | list[str] = ()) -> None:
+    """Cover `cover` with an empty read-only tmpfs, except the `keep` trees under it (as
+    they were) and empty directories `mkdirs` (mount points for later)."""
     # Stage the kept trees outside `cover`: a stage under it would vanish beneath the new tmpfs.
     tmp_parent = tempfile.gettempdir()
     parent = "/run" if (tmp_parent + "/").startswith(cover.rstrip("/") + "/") else tmp_parent
@@ -77,21 +83,29 @@ def _hide_keeping(cover: str, keep: list[str], writable_mb: int | None = None) -
         os.mkdir(f"{stage}/{i}")
         _mount(path, f"{stage}/{i}", None, MS_BIND | MS_REC, None)
         staged.append((f"{stage}/{i}", path))
-    options = f"size={writable_mb}m,mode=0711" if writable_mb else "size=64k,mode=0755"
-    _mount("sandbox", cover, "tmpfs", MS_NOSUID | MS_NODEV, options)
+    _mount("sandbox", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    for path in mkdirs:
+        os.makedirs(path, 0o755, exist_ok=True)
     for src, path in staged:
         os.makedirs(path, 0o755, exist_ok=True)
         _mount(src, path, None, MS_MOVE, None)
-    if not writable_mb:
-        _mount("none", cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+    _mount("none", cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
     _check(_libc.umount2(stage.encode(), 0), f"umount {stage}")
     os.rmdir(stage)
 
 
-def enter_namespaces(isolate_network: bool, private_tmp: bool, scratch_mb: int,
-                     hidden_paths: list[str]) -> dict:
+def _read_only(tree: str) -> None:
+    """Bind `tree` onto itself and make that mount read-only (root included)."""
+    _mount(tree, tree, None, MS_BIND | MS_REC, None)
+    _mount("none", tree, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+
+
+def enter_namespaces(isolate_network: bool, private_tmp: bool, hidden_paths: list[str], scratch_root: str,
+                     call_settings: dict) -> dict:
     """Called once in the zygote; returns the isolation facts reported by /health."""
-    facts: dict = {"network_namespace": False, "private_tmp": False, "hidden_paths": []}
+    facts: dict = {"network_namespace": False, "private_tmp": False, "hidden_paths": [],
+                   "python_read_only": False, "call_namespaces": False, "ipc_namespace": False,
+                   "ipc_limits": False}
     if isolate_network:
         if _libc.unshare(CLONE_NEWNET) == 0:
             facts["network_namespace"] = True  # only a loopback device, and it is down
@@ -118,14 +132,62 @@ def enter_namespaces(isolate_network: bool, private_tmp: bool, scratch_mb: int,
         _hide_keeping(cover, [t for t in python_trees if t.startswith(cover + "/")])
         facts["hidden_paths"].append(cover)
     if private_tmp:
-        # A checkout (and its venv) may itself live under /tmp, as CI clones can.
-        under_tmp = [t for t in python_trees if t.startswith(SCRATCH_ROOT + "/")]
-        _hide_keeping(SCRATCH_ROOT, under_tmp, writable_mb=scratch_mb)
+        facts.update(_probe_call_namespaces(call_settings))
+        if not facts["call_namespaces"]:
+            log.warning("no per-call mount/IPC namespace: scratch dirs on disk, System V IPC refused")
+        # A checkout (and its venv) may itself live under /tmp, as CI clones can; so may
+        # the on-disk scratch used when calls cannot have their own tmpfs.
+        keep = [t for t in python_trees + ([] if facts["call_namespaces"] else [scratch_root])
+                if t.startswith(SCRATCH_ROOT + "/")]
+        _hide_keeping(SCRATCH_ROOT, keep, mkdirs=[CALL_SCRATCH])
         for path in SHARED_WRITABLE:
             if os.path.isdir(path):
                 _cover(path)
         facts["private_tmp"] = True
+    for tree in python_trees:
+        if tree != "/":
+            _read_only(tree)
+    facts["python_read_only"] = all(os.statvfs(t).f_flag & os.ST_RDONLY for t in python_trees)
     return facts
+
+
+def _probe_call_namespaces(s: dict) -> dict:
+    """What a child's setup can have, best first: its own mount and IPC namespaces with
+    IPC limits; without the limits (/proc/sys read-only, as in some containers); mount
+    namespace only. Each tried in a throwaway child, exactly as a call's setup does it."""
+    for ipc, limits in ((True, True), (True, False), (False, False)):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                enter_call_namespaces(None, {**s, "ipc_namespace": ipc, "ipc_limits": limits}, target=SCRATCH_ROOT)
+                os._exit(0)
+            except BaseException:
+                os._exit(1)
+        if os.waitpid(pid, 0)[1] == 0:
+            return {"call_namespaces": True, "ipc_namespace": ipc, "ipc_limits": limits}
+    return {"call_namespaces": False, "ipc_namespace": False, "ipc_limits": False}
+
+
+def enter_call_namespaces(uid: int | None, s: dict, target: str = CALL_SCRATCH) -> None:
+    """In a child, before its call: its own mount namespace with a fresh tmpfs scratch
+    (size and inode limits) and its own IPC namespace with limits that keep System V
+    objects within the call's memory budget. Nothing is ever cleaned: both namespaces,
+    and every file and IPC object in them, go away with the call's last process (the
+    kernel frees them in that process's exit, charged to no later call)."""
+    _check(_libc.unshare(CLONE_NEWNS | (CLONE_NEWIPC if s["ipc_namespace"] else 0)), "unshare(call namespaces)")
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    _mount("scratch", target, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={s['scratch_mb']}m,nr_inodes={s['scratch_inodes']},mode=0700{owner}")
+    if not s["ipc_limits"]:
+        return
+    budget = s["memory_mb"] * 1024 * 1024
+    for name, value in (("kernel/shmmax", budget), ("kernel/shmall", budget // resource.getpagesize()),
+                        ("kernel/shmmni", 64), ("kernel/msgmni", 16), ("kernel/sem", "250 8000 32 32")):
+        fd = os.open(f"/proc/sys/{name}", os.O_WRONLY)  # not open(): its io stack costs ~0.1 ms a file here
+        try:
+            os.write(fd, str(value).encode())
+        finally:
+            os.close(fd)
 
 
 def sweep_uid(uid: int) -> None:
@@ -170,12 +232,65 @@ def claim_uid_block(base: int, count: int, blocks: int = 64) -> tuple[int, int]:
     raise RuntimeError(f"all {blocks} sandbox uid blocks from {base} are in use")
 
 
-def prepare_scratch(path: str, uid: int | None) -> None:
-    """Remove whatever the slot's previous call left, then a fresh 0700 dir owned by the slot uid."""
-    shutil.rmtree(path, ignore_errors=True)
+def recycle_scratch(root: str, slot: int, uid: int | None) -> str:
+    """On-disk scratch (no per-call tmpfs): move the slot's last scratch into the trash,
+    which the server empties out of band, and make a fresh 0700 dir owned by the slot uid.
+    A rename, so its cost does not depend on what the last call left."""
+    path = f"{root}/slot-{slot}"
+    try:
+        os.rename(path, f"{root}/{TRASH}/slot-{slot}-{os.getpid()}")
+    except FileNotFoundError:
+        pass
     os.mkdir(path, 0o700)
     if uid is not None:
         os.chown(path, uid, uid)
+    return path
+
+
+def empty_tree(top: str) -> int:
+    """Delete everything below `top` (kept) without recursion, at any depth: each
+    subdirectory met is first moved up to `top`, so paths stay short and one directory
+    fd is open at a time. Returns the number of entries removed."""
+    top_fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    removed = 0
+    try:
+        while names := os.listdir(top_fd):
+            for name in names:
+                if not _is_real_dir(name, top_fd):
+                    os.unlink(name, dir_fd=top_fd)
+                    removed += 1
+                    continue
+                fd = _open_dir(name, top_fd)
+                try:
+                    for sub in os.listdir(fd):
+                        if _is_real_dir(sub, fd):
+                            os.rename(sub, f".up-{next(_UP)}-{os.getpid()}", src_dir_fd=fd, dst_dir_fd=top_fd)
+                        else:
+                            os.unlink(sub, dir_fd=fd)
+                            removed += 1
+                finally:
+                    os.close(fd)
+                os.rmdir(name, dir_fd=top_fd)
+                removed += 1
+    finally:
+        os.close(top_fd)
+    return removed
+
+
+_UP = itertools.count()
+
+
+def _is_real_dir(name: str, dir_fd: int) -> bool:
+    return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+
+
+def _open_dir(name: str, dir_fd: int) -> int:
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except PermissionError:  # not root: a program may have taken its own dir's permissions away
+        os.chmod(name, 0o700, dir_fd=dir_fd)
+        return os.open(name, flags, dir_fd=dir_fd)
 
 
 def drop_privileges(uid: int) -> None:

@@ -84,7 +84,7 @@ async def handle_verify(request: web.Request) -> web.Response:
 async def handle_health(request: web.Request) -> web.Response:
     executor, pool = request.app[EXECUTOR], request.app[VERIFIERS]
     return web.json_response({
-        "status": "ok", "pid": os.getpid(), "uptime_s": time.monotonic() - request.app[STARTED],
+        "pid": os.getpid(), "uptime_s": time.monotonic() - request.app[STARTED],
         **executor.health(), **pool.health(),
         "counters": dict(executor.counters + pool.counters),
     })

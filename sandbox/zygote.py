@@ -26,11 +26,16 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 
-from sandbox import isolation
+from sandbox import hugepages, isolation, seccomp
 from sandbox.child import child_main
 
 log = logging.getLogger("sandbox.zygote")
+# Our own writes to a huge page that live children still share split its mapping back
+# into 4 KB entries (copy-on-write in the parent), so the heap is collapsed again now and
+# then: ~50 ms of the zygote's time where most of it is split, nothing where it is not.
+RECOLLAPSE_EVERY = 256
 
 
 def _warm(modules: list[str]) -> None:
@@ -60,10 +65,35 @@ def _warm(modules: list[str]) -> None:
         sympy.nsimplify(0.5) + sympy.Rational(1, 3) + sympy.sqrt(2)
 
 
+def _seccomp_loader(wanted: bool, refuse_ipc: bool) -> Callable[[], None] | None:
+    """The filter every child loads before its call, checked once here in a throwaway child."""
+    if not wanted:
+        return None
+    program = seccomp.build(refuse_ipc)
+    if program is None:
+        log.warning("no seccomp syscall table for this architecture: calls run unfiltered")
+        return None
+    load = seccomp.loader(program)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
+            load()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    if os.waitpid(pid, 0)[1] != 0:
+        log.warning("the kernel refused the seccomp filter: calls run unfiltered")
+        return None
+    return load
+
+
 class Zygote:
-    def __init__(self, control: socket.socket, settings: dict):
+    def __init__(self, control: socket.socket, settings: dict, load_filter: Callable[[], None] | None):
         self.control = control
         self.s = settings
+        self.load_filter = load_filter
+        self.forks = 0
         self.children: set[int] = set()  # call processes we forked and have not reaped
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
@@ -109,7 +139,7 @@ class Zygote:
             try:
                 for fd in (self.control.fileno(), self.wake_r, self.wake_w, parent_sock.fileno(), out_r, err_r):
                     os.close(fd)
-                child_main(slot, self.slot_uid(slot), child_sock.fileno(), out_w, err_w, self.s)
+                child_main(slot, self.slot_uid(slot), child_sock.fileno(), out_w, err_w, self.s, self.load_filter)
             except BaseException as exc:  # setup failed: say so on the call's stderr
                 os.write(2, f"sandbox setup failed: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
             finally:
@@ -120,6 +150,9 @@ class Zygote:
         os.set_blocking(out_r, False)  # the server's reads must never block its event loop
         os.set_blocking(err_r, False)
         self.children.add(pid)
+        self.forks += 1
+        if self.s["huge_pages"] and self.forks % RECOLLAPSE_EVERY == 0:
+            hugepages.collapse_heap()
         msg = json.dumps({"op": "child", "slot": slot, "pid": pid}).encode()
         socket.send_fds(self.control, [msg], [parent_sock.fileno(), out_r, err_r])
         parent_sock.close()
@@ -202,14 +235,20 @@ def main() -> None:
         sys.exit(1)
     control = socket.socket(fileno=args.control_fd)
     facts = isolation.enter_namespaces(
-        settings["isolate_network"], settings["private_tmp"], settings["scratch_mb"], settings["hidden_paths"]
+        settings["isolate_network"], settings["private_tmp"], settings["hidden_paths"], settings["scratch_root"],
+        settings,
     )
     facts["uid_drop"] = settings["drop_uid"]
+    settings.update({k: facts[k] for k in ("call_namespaces", "ipc_namespace", "ipc_limits")})
+    # System V IPC and POSIX queues are allowed only inside a call's own, limited IPC namespace.
+    load_filter = _seccomp_loader(settings["seccomp"], refuse_ipc=not facts["ipc_limits"])
+    facts["seccomp"] = load_filter is not None
     _warm(settings["preload_modules"])
     gc.collect()
     gc.freeze()  # keeps the GC from touching (and copying) the shared heap in children
+    facts["huge_pages_mb"] = hugepages.collapse_heap() if settings["huge_pages"] else 0
     control.send(json.dumps({"op": "ready", "pid": os.getpid(), "facts": facts}).encode())
-    Zygote(control, settings).serve()
+    Zygote(control, settings, load_filter).serve()
 
 
 if __name__ == "__main__":

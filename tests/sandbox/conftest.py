@@ -21,7 +21,7 @@ from sandbox.client import SandboxClient
 REPO = Path(__file__).resolve().parents[2]
 # Short limits keep the adversarial suite fast; cpu < wall so both limits are exercised.
 TEST_CFG = SandboxConfig(timeout_s=4, cpu_time_s=1, memory_mb=512, max_output_chars=2000, max_stream_mb=8,
-                         exec_workers=4, verify_workers=2)
+                         exec_workers=4, verify_workers=2, scratch_inodes=4096)
 
 
 @dataclass
@@ -119,9 +119,15 @@ def leftovers(server: Server) -> list[str]:
         problems += [f"uid {u} has {n} processes" for u, n in per_uid.items() if n > 1]
     if h["exec_ready"] != h["exec_workers"]:
         problems.append(f"{h['exec_ready']}/{h['exec_workers']} children ready")
-    scratch = Path(f"/proc/{h['zygote_pid']}/root/tmp")
-    if h["isolation"]["private_tmp"]:
-        for slot_dir in scratch.glob("slot-*"):
+    if h["isolation"]["call_namespaces"]:  # each idle child's own tmpfs scratch is its cwd
+        for p in processes_of_uids(*h["uid_range"]) if h["uid_range"] else []:
+            try:
+                if os.listdir(f"/proc/{p['pid']}/cwd"):
+                    problems.append(f"scratch of child {p['pid']} not empty")
+            except FileNotFoundError:  # exited meanwhile
+                continue
+    else:
+        for slot_dir in Path(h["scratch_root"]).glob("slot-*"):
             try:
                 if any(slot_dir.iterdir()):
                     problems.append(f"{slot_dir.name} not empty")

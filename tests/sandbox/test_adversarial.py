@@ -45,7 +45,7 @@ CASES = [
     ("connect_public", "import socket\nsocket.create_connection(('1.1.1.1', 443), timeout=2)", "", {"error"},
      r"(?s)OSError|Network is unreachable"),
     ("dns_lookup", "import socket\nsocket.getaddrinfo('pypi.org', 443)", "", {"error"}, r"gaierror|OSError"),
-    ("write_tmp", "open('/tmp/escape.txt', 'w').write('x')", "", {"error"}, r"PermissionError"),
+    ("write_tmp", "open('/tmp/escape.txt', 'w').write('x')", "", {"error"}, r"PermissionError|Read-only"),
     ("write_project", f"open('{REPO}/escape.txt', 'w').write('x')", "", {"error"}, r"PermissionError|Read-only"),
     # The repository and ../shared are hidden: no data or reference answers on disk either.
     ("read_project_data", f"import os\nprint(os.listdir('{REPO}'), os.path.exists('{REPO.parent}/shared/SPEC.md'))",

@@ -32,6 +32,14 @@ async def test_service_without_namespaces_or_uid_drop(start_extra_server):
         assert not os.path.exists(os.path.join(cwd, "x"))
         _wait_for_no_orphans(h["zygote_pid"])
 
+        # No IPC namespace of its own here, so the seccomp filter refuses System V IPC and
+        # POSIX message queues instead (they would outlive the call, machine-wide).
+        assert h["isolation"]["seccomp"] and not h["isolation"]["call_namespaces"]
+        r = await sb.run(ToolCall("import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                                  "print(libc.shmget(0, 4096, 0o1600), libc.mq_open(b'/q', 0o100 | 2, 0o600, None), "
+                                  "errno.errorcode[ctypes.get_errno()])"))
+        assert (r.status, r.feedback) == ("ok", "-1 -1 EPERM")
+
         # Nothing stops a program from killing its zygote here: a new one takes over.
         r = await sb.run(ToolCall("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"))
         assert r.status in ("ok", "error")  # it may report before its own death signal lands
