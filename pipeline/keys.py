@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterator
 from functools import lru_cache
 
 from configs.fields import key_view
@@ -26,25 +27,27 @@ def section_payload(spec: StageSpec, cfg: PipelineConfig) -> dict:
     return {name: key_view(v) for name, v in spec.select(cfg).items()}
 
 
+def _location_nodes(node: object) -> Iterator[dict]:
+    """Every config mapping with a string `location` (data sources, benchmarks), at any depth."""
+    if isinstance(node, dict):
+        if isinstance(node.get("location"), str):
+            yield node
+        for v in node.values():
+            yield from _location_nodes(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _location_nodes(v)
+
+
 def local_file_digests(payload: object) -> dict[str, str]:
     """Content digests of local files named by `location` fields: the data a stage reads
     from disk is an input like an upstream artifact (a path string alone would not
     notice an edited file). Hub ids and `synthetic` are not local paths and are skipped."""
     found: dict[str, str] = {}
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if k == "location" and isinstance(v, str) and "://" not in v and resolve_local(v).exists():
-                    path = resolve_local(v)
-                    found[v] = digest_dir(path) if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
-                else:
-                    walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(payload)
+    for node in _location_nodes(payload):
+        location = node["location"]
+        if "://" not in location and (path := resolve_local(location)).exists():
+            found[location] = digest_dir(path) if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
     return found
 
 
@@ -69,21 +72,8 @@ def resolve_hub_revision(repo_id: str, revision: str | None) -> str:
 
 def hub_dataset_revisions(payload: object) -> dict[str, str]:
     """`location -> revision` for every hub dataset id in the sections (SPEC §8 sources)."""
-    found: dict[str, str] = {}
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            location = node.get("location")
-            if isinstance(location, str) and _is_hub_id(location):
-                found[location] = resolve_hub_revision(location, node.get("revision"))
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(payload)
-    return found
+    return {node["location"]: resolve_hub_revision(node["location"], node.get("revision"))
+            for node in _location_nodes(payload) if _is_hub_id(node["location"])}
 
 
 def digest_json(payload: object, chars: int) -> str:

@@ -97,6 +97,21 @@ def test_deleted_artifacts_are_recomputed_not_returned_stale(env):
     assert all((Path(r["uri"]) / "manifest.json").exists() for r in out.values())
 
 
+def _two_at_once(run) -> list:
+    """Start `run` twice in overlapping threads; their results."""
+    results: list = [None, None]
+
+    def go(i: int) -> None:
+        results[i] = run()
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=180)
+    return results
+
+
 @pytest.mark.parametrize("locked", [True, False], ids=["with-lock", "without-lock"])
 def test_overlapping_runs_compute_each_stage_once(env, monkeypatch, locked):
     """With the lock the second run waits and reuses; without it both compute (the negative control)."""
@@ -108,16 +123,7 @@ def test_overlapping_runs_compute_each_stage_once(env, monkeypatch, locked):
     root, log = env
     monkeypatch.setenv("RSTAR_TOY_SLEEP_S", "4")
     monkeypatch.setattr(tasks.cache, "stage_task_for", functools.partial(stage_task_for, locked=locked))
-    results: list = [None, None]
-
-    def go(i: int) -> None:
-        results[i] = toy_flow(root)
-
-    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=180)
+    results = _two_at_once(lambda: toy_flow(root))
     assert results[0] is not None and results[0] == results[1]
     if locked:
         assert sorted(executions(log)) == ["a", "b", "c"]
@@ -245,15 +251,6 @@ def test_overlapping_runs_on_a_remote_root_share_a_redis_lock(tmp_path, monkeypa
     monkeypatch.setenv("RSTAR_TOY_SLEEP_S", "4")
     root = f"memory://rstar-{uuid.uuid4().hex}"
     overrides = ["run.lock_manager=redis", f"run.redis_url={redis_url}"]
-    results: list = [None, None]
-
-    def go(i: int) -> None:
-        results[i] = toy_flow(root, overrides=overrides)
-
-    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=180)
+    results = _two_at_once(lambda: toy_flow(root, overrides=overrides))
     assert results[0] is not None and results[0] == results[1]
     assert sorted(executions(tmp_path / "runs.log")) == ["a", "b", "c"]
