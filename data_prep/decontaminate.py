@@ -100,6 +100,12 @@ def _card(cfg: DecontaminateConfig, problems: list[RLProblem], clean: list[RLPro
     rows = [[b.name, b.location, items.get(b.name, "-"), by_bench[b.name] if b.name in items else "-",
              "skipped: " + skipped[b.name] if b.name in skipped else "indexed"] for b in cfg.benchmarks]
     card.table(["benchmark", "location", "items", "problems removed", "status"], rows)
+    if any(b.is_synthetic for b in cfg.benchmarks):
+        card.text("`synthetic` is the generated held-out set this config evaluates on "
+                  f"({cfg.synthetic_eval_problems} problems, seed {cfg.synthetic_eval_seed}), written here as "
+                  "`synthetic_eval.parquet`." + ("" if len(cfg.benchmarks) > 1 else
+                  " No public benchmark is checked by this config: add them under `benchmarks` (hub ids, or "
+                  "local paths) to decontaminate against them."))
     card.heading("Removed per benchmark and source")
     pairs = Counter((o.benchmark, p.source) for p, ov in removed for o in {x.benchmark: x for x in ov}.values())
     card.table(["benchmark", "source", "problems"], [[b, s, n] for (b, s), n in sorted(pairs.items())])

@@ -79,6 +79,8 @@ def test_rl_curation_and_decontaminate_tiny(store):
     assert metrics["problems_out"] + metrics["removed"] == len(problems)
     assert metrics["removed"] <= 2  # only an exact synthetic eval duplicate could match
     assert len(read_problems(out / "synthetic_eval.parquet")) == 200
+    card = (out / "card.md").read_text()
+    assert "generated held-out set this config evaluates on" in card and "No public benchmark is checked" in card
     # A decontamination setting reruns this stage only.
     changed = cfg.model_copy(deep=True)
     changed.data.decontaminate.synthetic_eval_problems = 100
