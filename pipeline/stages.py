@@ -37,7 +37,6 @@ def _rl(stage: str) -> Callable[[PipelineConfig], dict]:
     return lambda c: {"cfg": getattr(c.rl, stage), "rl": c.rl.model_copy(update=dict.fromkeys(_RL_STAGE_FIELDS))}
 
 
-_LATER = "a later issue (not yet filed)"
 
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("assets", "assets.build", lambda c: {"cfg": c.model}),
@@ -56,27 +55,27 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "sft", "training.sft", lambda c: {"cfg": c.sft, "rollout": c.rollout, "sandbox": c.sandbox},
-        upstream=("assets", "cold_start"), needs_gpus=True, delivered_by=f"{_LATER}: SFT",
+        upstream=("assets", "cold_start"), needs_gpus=True, delivered_by="issue #10 (SFT stage, in progress)",
     ),
     StageSpec(
         "rl_stage1", "training.rl", _rl("stage1"),
-        upstream=("sft", "decontaminate"), needs_gpus=True, delivered_by=f"{_LATER}: GRPO-RoC RL",
+        upstream=("sft", "decontaminate"), needs_gpus=True, delivered_by="issue #11 (RL stages)",
     ),
     StageSpec(
         "rl_stage2", "training.rl", _rl("stage2"),
-        upstream=("rl_stage1", "decontaminate"), needs_gpus=True, delivered_by=f"{_LATER}: GRPO-RoC RL",
+        upstream=("rl_stage1", "decontaminate"), needs_gpus=True, delivered_by="issue #11 (RL stages)",
     ),
     StageSpec(
         "stage3_filter", "training.stage3_filter", lambda c: {"cfg": c.rl.stage3_filter, "rollout": c.rollout},
-        upstream=("rl_stage2", "decontaminate"), needs_gpus=True, delivered_by=f"{_LATER}: GRPO-RoC RL",
+        upstream=("rl_stage2", "decontaminate"), needs_gpus=True, delivered_by="issue #11 (RL stages)",
     ),
     StageSpec(
         "rl_stage3", "training.rl", _rl("stage3"),
-        upstream=("rl_stage2", "stage3_filter"), needs_gpus=True, delivered_by=f"{_LATER}: GRPO-RoC RL",
+        upstream=("rl_stage2", "stage3_filter"), needs_gpus=True, delivered_by="issue #11 (RL stages)",
     ),
     StageSpec(
         "evaluation", "evaluation.math_eval", lambda c: {"cfg": c.eval, "rollout": c.rollout},
-        upstream=("sft", "rl_stage3"), needs_gpus=True, delivered_by=f"{_LATER}: evaluation",
+        upstream=("sft", "rl_stage3"), needs_gpus=True, delivered_by="issue #12 (evaluation)",
     ),
 )
 

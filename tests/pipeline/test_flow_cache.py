@@ -9,17 +9,15 @@ from pathlib import Path
 
 import pytest
 from prefect import flow
-from prefect.testing.utilities import prefect_test_harness
 from toy_stages import TOY_STAGES, UNFINISHED, executions
 
 from configs.load import apply_override, validate
 from flows.rstar_full import rstar_full, run_pipeline
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server():
-    with prefect_test_harness(server_startup_timeout=120):  # NOTES.md: the 30 s default is too short here
-        yield
+@pytest.fixture(autouse=True)
+def _server(prefect_server):  # tests/pipeline/conftest.py: one server for the session
+    return prefect_server
 
 
 @flow(name="toy-pipeline")

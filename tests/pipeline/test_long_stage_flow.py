@@ -18,7 +18,6 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName, LogFilter, LogFilterFlowRunId
 from prefect.settings import PREFECT_API_URL
-from prefect.testing.utilities import prefect_test_harness
 from test_launcher import survivors, wait_until
 from toy_long_flow import long_flow
 
@@ -26,10 +25,9 @@ TOY_DIR = Path(__file__).resolve().parent
 REPO = TOY_DIR.parents[1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_server():
-    with prefect_test_harness(server_startup_timeout=120):  # NOTES.md: the 30 s default is too short here
-        yield
+@pytest.fixture(autouse=True)
+def _server(prefect_server):  # tests/pipeline/conftest.py: one server for the session
+    return prefect_server
 
 
 @pytest.fixture(autouse=True)

@@ -12,23 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from prefect import get_client
 from prefect.client.schemas.actions import WorkPoolCreate
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
 from prefect.deployments import run_deployment
-from prefect.settings import PREFECT_API_URL
-from prefect.testing.utilities import prefect_test_harness
 
 from pipeline.paths import REPO_ROOT
 
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture(scope="module")
-def server():
-    with prefect_test_harness(server_startup_timeout=120):
-        yield PREFECT_API_URL.value()
 
 
 def _worker(pool: str, label: str, api_url: str, log: Path, tmp: Path) -> subprocess.Popen:
@@ -53,7 +44,8 @@ def _deploy(entrypoint: str, name: str, pool: str) -> None:
         name=name, work_pool_name=pool, print_next_steps=False, ignore_warnings=True)
 
 
-def test_stage_on_another_pool_runs_there_and_feeds_downstream(server, tmp_path):
+def test_stage_on_another_pool_runs_there_and_feeds_downstream(prefect_server, tmp_path):
+    server = prefect_server
     import asyncio
 
     asyncio.run(_setup_pools())
