@@ -37,7 +37,7 @@ from pipeline.workdir import WorkDir
 from training.batch_plan import BatchPlan
 from training.curves import CurveLogger, plot_curves
 from training.heldout import Accuracy, heldout_accuracy
-from training.sft_data import chat_rows, training_tokenizer
+from training.sft_data import SFTDataError, chat_rows, training_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,19 @@ def build_trainer(cfg: SFTConfig, model_path: str, tokenizer_path: str, sft_parq
     callbacks = [CurveLogger(curves_dir)]
     if is_main_process():
         callbacks.append(TensorBoardCallback(SummaryWriter(str(curves_dir / "tensorboard"))))
-    return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                         callbacks=callbacks)
+    # TRL truncates each conversation to max_length and then drops, without a word, those
+    # left with no assistant token (a long system prompt and tools block can do that).
+    kept = len(trainer.train_dataset) if not cfg.packing else None
+    if len(trainer.train_dataset) == 0:
+        raise SFTDataError(f"{sft_parquet}: all {len(dataset)} conversations lost every assistant token to "
+                           f"truncation at sft.max_seq_tokens={cfg.max_seq_tokens}; raise it")
+    trainer.conversations_dropped = None if kept is None else len(dataset) - kept  # type: ignore[attr-defined]
+    if trainer.conversations_dropped:
+        log.warning("sft: %d of %d conversations had no assistant token left within %d tokens and are not "
+                    "trained on", trainer.conversations_dropped, len(dataset), cfg.max_seq_tokens)
+    return trainer
 
 
 def _heldout(cfg: SFTHeldoutConfig, model: str, tokenizer: str, rollout: RolloutConfig,
@@ -125,7 +137,8 @@ def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: 
     if not is_main_process():
         return {}
     plot_curves(out_dir / "curves.csv", out_dir / "curves.png", f"SFT: {paths.model}")
-    metrics |= {"steps": trainer.state.global_step, "train_loss": round(result.training_loss, 5),
+    metrics |= {"conversations_dropped_by_truncation": trainer.conversations_dropped,
+                "steps": trainer.state.global_step, "train_loss": round(result.training_loss, 5),
                 "final_loss": round(trainer.state.log_history[-2]["loss"], 5) if len(trainer.state.log_history) > 1
                 else None, "resumed_from_step": int(resume.rsplit("-", 1)[1]) if resume else 0,
                 "processes": world_size(), "accumulation": trainer.args.gradient_accumulation_steps}

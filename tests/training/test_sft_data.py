@@ -167,3 +167,22 @@ def test_batch_plan_refuses_what_cannot_make_the_global_batch():
         BatchPlan.make(128, 3, 2)
     with pytest.raises(BatchPlanError, match="cannot be split over 3 processes"):
         BatchPlan.make(128, 1, 3)
+
+
+def test_conversations_truncated_to_nothing_are_counted_or_refused(tiny_assets, synthetic_rows, tmp_path):
+    """TRL drops a conversation left without assistant tokens after truncation; we say so."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from configs.schema import SFTConfig
+    from training.sft import build_trainer
+
+    parquet = tmp_path / "sft.parquet"
+    pq.write_table(pa.Table.from_pylist([{"id": r["id"], "source": "synthetic", "messages": r["messages"],
+                                          "tools": r["tools"]} for r in synthetic_rows[:8]]), parquet)
+    cfg = SFTConfig(global_batch_size=4, micro_batch_per_device=4, max_seq_tokens=64)  # < system + tools
+    with pytest.raises(SFTDataError, match=r"all 8 conversations lost every assistant token .*max_seq_tokens=64"):
+        build_trainer(cfg, tiny_assets.model, tiny_assets.tokenizer, parquet, tmp_path / "t", tmp_path)
+    ok = build_trainer(cfg.model_copy(update={"max_seq_tokens": 2048}), tiny_assets.model, tiny_assets.tokenizer,
+                       parquet, tmp_path / "t2", tmp_path)
+    assert ok.conversations_dropped == 0 and len(ok.train_dataset) == 8
