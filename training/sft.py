@@ -134,6 +134,10 @@ def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: 
         log.info("sft: resuming from %s", resume)
     result = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(str(out_dir / "model"))  # the tokenizer (with its chat template) goes along
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # NOTES.md: without this a gloo run aborts at exit (SIGABRT) about two runs in three
+        trainer.accelerator.wait_for_everyone()
+        torch.distributed.destroy_process_group()
     if not is_main_process():
         return {}
     plot_curves(out_dir / "curves.csv", out_dir / "curves.png", f"SFT: {paths.model}")
