@@ -13,8 +13,6 @@ import textwrap
 
 import pytest
 
-from configs.data import ColdStartConfig, ColdStartSource
-from data_prep import cold_start
 from pipeline.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # two short trainings, about 1.5 min
@@ -38,10 +36,8 @@ DRIVER = textwrap.dedent('''
 TOLERANCE = 1e-3  # relative, per step: the same samples per step, only float reduction order differs
 
 
-def test_two_cpu_processes_follow_the_single_process_loss_curve(tiny_assets_dir, tmp_path):
-    cold = tmp_path / "cold"
-    cold.mkdir()
-    cold_start.run(ColdStartConfig(sources=[ColdStartSource(source="synthetic", examples=64)]), {}, cold)
+def test_two_cpu_processes_follow_the_single_process_loss_curve(tiny_assets_dir, small_cold_start, tmp_path):
+    cold = small_cold_start
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}

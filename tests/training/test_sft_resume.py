@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from configs.data import ColdStartConfig, ColdStartSource
-from data_prep import cold_start
 from pipeline.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # two short trainings of the tiny model, about 2 min
@@ -47,10 +45,8 @@ def _start(args: list[str]) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL)
 
 
-def test_killed_sft_resumes_and_matches_an_uninterrupted_run(tiny_assets_dir, tmp_path):
-    cold = tmp_path / "cold"
-    cold.mkdir()
-    cold_start.run(ColdStartConfig(sources=[ColdStartSource(source="synthetic", examples=64)]), {}, cold)
+def test_killed_sft_resumes_and_matches_an_uninterrupted_run(tiny_assets_dir, small_cold_start, tmp_path):
+    cold = small_cold_start
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
 
