@@ -31,6 +31,15 @@ def build_tiny_model(out_dir: Path, cfg: TinyModelConfig, tokenizer_dir: Path, s
     )
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(config)
+    # Qwen3 RMS-normalises q and k per head, so at the default weight 1 a head's attention
+    # logits are bounded by sqrt(head_dim) (4 for head_dim 16): too flat to single out one
+    # token among the ~500 of a tool-use conversation, and a random tiny model learned no
+    # copying in 225 SFT steps. Trained checkpoints have grown these weights; starting at
+    # 2.5 (bound 25) it began copying numbers after ~300 steps (README, "SFT").
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_norm.weight.fill_(cfg.qk_norm_init)
+            layer.self_attn.k_norm.weight.fill_(cfg.qk_norm_init)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
     model.save_pretrained(out_dir)

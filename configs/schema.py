@@ -59,6 +59,8 @@ class TinyModelConfig(Section):
     head_dim: int = 16
     intermediate_size: int = 192
     max_position_embeddings: int = 4096
+    # Initial weight of every attention head's q/k RMSNorm (assets/tiny_model.py says why).
+    qk_norm_init: float = Field(2.5, gt=0)
     tokenizer_corpus_lines: int = 20000  # synthetic lines the small BPE is trained on
 
 

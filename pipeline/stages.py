@@ -55,7 +55,7 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "sft", "training.sft", lambda c: {"cfg": c.sft, "rollout": c.rollout, "sandbox": c.sandbox},
-        upstream=("assets", "cold_start"), needs_gpus=True, delivered_by="issue #10 (SFT stage, in progress)",
+        upstream=("assets", "cold_start"), needs_gpus=True, long_running=True,
     ),
     StageSpec(
         "rl_stage1", "training.rl", _rl("stage1"),

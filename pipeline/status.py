@@ -1,6 +1,6 @@
 """Which stages are real so far, and where a config's artifacts are.
 
-    python -m pipeline.status --config configs/tiny.yaml
+    python -m pipeline.status --config configs/tiny.yaml [--set sft.epochs=0.1 ...]
     python -m pipeline.status --last-implemented
 """
 
@@ -29,12 +29,13 @@ def last_implemented() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m pipeline.status")
     parser.add_argument("--config", default="configs/tiny.yaml")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="dotted override")
     parser.add_argument("--last-implemented", action="store_true")
     args = parser.parse_args()
     if args.last_implemented:
         print(last_implemented())
         return
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.set)
     store = ArtifactStore(cfg.run.artifacts_root)
     refs: dict[str, ArtifactRef] = {}
     print(f"{'stage':<15} {'status':<52} artifact")

@@ -31,10 +31,15 @@ fi
 
 UNTIL="$(python -m pipeline.status --last-implemented)"
 echo "running rstar-full/tiny up to the last implemented stage: $UNTIL"
-prefect deployment run rstar-full/tiny --watch --watch-timeout 1800 -p until="$UNTIL" | tee "$PREFECT_HOME/last-run.log"
+# RSTAR_DEMO_SET: space-separated dotted overrides for this run (CI cuts SFT short with it).
+PARAMS="$(python -c 'import json, os, shlex, sys
+print(json.dumps({"until": sys.argv[1], "overrides": shlex.split(os.environ.get("RSTAR_DEMO_SET", ""))}))' "$UNTIL")"
+[ -n "${RSTAR_DEMO_SET:-}" ] && echo "with overrides: $RSTAR_DEMO_SET"
+prefect deployment run rstar-full/tiny --watch --watch-timeout 3600 --params "$PARAMS" | tee "$PREFECT_HOME/last-run.log"
 
 echo
-python -m pipeline.status --config configs/tiny.yaml
+SETS=(); for o in ${RSTAR_DEMO_SET:-}; do SETS+=(--set "$o"); done
+python -m pipeline.status --config configs/tiny.yaml "${SETS[@]}"
 echo
 echo "Prefect UI:  $PREFECT_UI_URL  (flow runs: $PREFECT_UI_URL/runs)"
 echo "Artifacts:   $REPO/.rstar/artifacts  (one directory per stage and content digest, manifest.json inside)"

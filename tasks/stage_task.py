@@ -14,7 +14,13 @@ from __future__ import annotations
 from uuid import UUID
 
 from prefect import get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.artifacts import (
+    create_image_artifact,
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
 from prefect.client.orchestration import get_client
 from prefect.context import get_run_context
 from prefect.states import Cancelled
@@ -25,7 +31,7 @@ from pipeline.launcher import LaunchHooks, StageCancelledError, launch_stage
 from pipeline.runner import run_stage
 from pipeline.stages import StageSpec
 from pipeline.store import ArtifactRef, ArtifactStore
-from tasks.summaries import artifact_key, manifest_markdown
+from tasks.summaries import artifact_key, csv_table, image_data_url, manifest_markdown
 
 PROGRESS_INTERVAL_S = 1.0
 
@@ -54,7 +60,18 @@ def run_stage_task(
     )
     if (local / "card.md").exists():
         create_markdown_artifact(key=artifact_key(stage, "card"), markdown=(local / "card.md").read_text())
+    _figures(stage, local)
     return ref.model_dump()
+
+
+def _figures(stage: str, local) -> None:
+    """The artifact's top-level plots and curve tables, where a person looks for them."""
+    for png in sorted(local.glob("*.png")):
+        create_image_artifact(image_url=image_data_url(png), key=artifact_key(stage, png.stem),
+                              description=f"{stage}: {png.name}")
+    for table in sorted(local.glob("curves*.csv")):
+        create_table_artifact(table=csv_table(table), key=artifact_key(stage, f"{table.stem}-table"),
+                              description=f"{stage}: {table.name} (at most 200 rows, evenly spaced)")
 
 
 def _launch(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], store: ArtifactStore,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import csv
 import json
+from pathlib import Path
 
 
 def artifact_key(stage: str, kind: str) -> str:
@@ -27,3 +30,19 @@ def manifest_markdown(manifest: dict) -> str:
         f"<details><summary>config</summary>\n\n```json\n{json.dumps(manifest.get('config'), indent=2)}\n```\n"
         f"</details>\n"
     )
+
+
+def image_data_url(png: Path) -> str:
+    # Image artifacts take a URL the browser fetches; the artifact store may be a local
+    # path the browser cannot read, so the PNG travels inside the URL.
+    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
+
+
+def csv_table(path: Path, max_rows: int = 200) -> list[dict]:
+    """The CSV's rows, evenly thinned to at most `max_rows` (first and last kept)."""
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    if len(rows) <= max_rows:
+        return rows
+    picks = sorted({round(i * (len(rows) - 1) / (max_rows - 1)) for i in range(max_rows)})
+    return [rows[i] for i in picks]

@@ -3,8 +3,8 @@
 `CurveLogger` is a transformers `TrainerCallback`: it keeps loss, learning rate, grad
 norm and tokens/s (from TRL's cumulative `num_tokens` and the wall clock between logs),
 appends them to `curves.csv` as they come (a killed run keeps what it logged) and draws
-`curves.png` at the end. TensorBoard event files are written by the Trainer itself
-(`report_to=["tensorboard"]`).
+`curves.png` at the end. TensorBoard event files go beside them (`tensorboard/`, through
+transformers' `TensorBoardCallback`); the Prefect task shows the PNG and the table.
 """
 
 from __future__ import annotations

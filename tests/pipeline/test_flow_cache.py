@@ -201,12 +201,15 @@ def test_real_flow_runs_implemented_stages_on_tiny_config(tmp_path):
     from pipeline.status import last_implemented
 
     until = last_implemented()
-    out = rstar_full(config="configs/tiny.yaml", overrides=[f"run.artifacts_root={tmp_path}"], until=until)
+    # SFT cut to a few steps without its held-out measurement: the demo runs it whole.
+    overrides = [f"run.artifacts_root={tmp_path}", "data.cold_start.sources=[{source: synthetic, examples: 64}]",
+                 "sft.epochs=0.5", "sft.heldout.enabled=false"]
+    out = rstar_full(config="configs/tiny.yaml", overrides=overrides, until=until)
     ran = [s.name for s in STAGES][: len(out)]
     assert list(out) == ran and ran[-1] == until
     for ref in out.values():
         assert (Path(ref["uri"]) / "manifest.json").exists()
-    again = rstar_full(config="configs/tiny.yaml", overrides=[f"run.artifacts_root={tmp_path}"], until=until)
+    again = rstar_full(config="configs/tiny.yaml", overrides=overrides, until=until)
     assert again == out  # all cache hits
 
 
@@ -252,3 +255,27 @@ def test_overlapping_runs_on_a_remote_root_share_a_redis_lock(tmp_path, monkeypa
     results = _two_at_once(lambda: toy_flow(root, overrides=overrides))
     assert results[0] is not None and results[0] == results[1]
     assert sorted(executions(tmp_path / "runs.log")) == ["a", "b", "c"]
+
+
+def test_plots_and_curves_of_a_stage_are_prefect_artifacts(env, monkeypatch):
+    """A stage's top-level PNGs become image artifacts (the PNG inside a data URL, since the
+    browser cannot read the artifact store) and its curve CSVs table artifacts, thinned."""
+    import base64
+    import json
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    root, _ = env
+    monkeypatch.setenv("RSTAR_TOY_FIGURES", "1")
+    toy_flow(root, overrides=["rl.stage3.steps=11"])  # a key no other test makes: computed here
+    png = next(Path(root).glob("c/*/curves.png")).read_bytes()
+    keys = ArtifactFilter(key=ArtifactFilterKey(any_=["c-curves", "c-curves-table"]))
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(artifact_filter=keys)
+    by_type = {a.type: a for a in found}
+    assert by_type["image"].key == "c-curves" and by_type["table"].key == "c-curves-table"
+    assert base64.b64decode(by_type["image"].data.split(",", 1)[1]) == png
+    table = json.loads(by_type["table"].data) if isinstance(by_type["table"].data, str) else by_type["table"].data
+    steps = [int(r["step"]) for r in table]
+    assert len(steps) == 200 and steps[0] == 1 and steps[-1] == 300 and steps == sorted(steps)

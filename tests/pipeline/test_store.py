@@ -124,7 +124,7 @@ def test_stage_cli_runs_without_prefect(tmp_path):
 
 
 @pytest.mark.parametrize("module,args", [
-    ("training.sft", []), ("training.rl", ["--stage", "rl_stage2"]), ("evaluation.math_eval", []),
+    ("training.rl", ["--stage", "rl_stage2"]), ("evaluation.math_eval", []),
 ])
 def test_unimplemented_stage_cli_fails_loudly(module, args):
     out = subprocess.run([sys.executable, "-m", module, "--config", "configs/tiny.yaml", *args],

@@ -3,6 +3,7 @@
 Each run appends its name to the file in $RSTAR_TOY_LOG, so tests count executions.
 $RSTAR_TOY_SLEEP_S makes stage `a` write half its output, then sleep (kill tests).
 $RSTAR_TOY_SALT goes into every output: a recompute under another salt differs.
+$RSTAR_TOY_FIGURES makes stage `c` write a plot and a 300-step curve as a trainer would.
 """
 
 from __future__ import annotations
@@ -26,7 +27,23 @@ def run(cfg, inputs: dict[str, Path], out_dir: Path, name: str) -> dict[str, flo
         time.sleep(sleep_s)
     value = {"name": name, "steps": cfg.steps, "upstream": upstream, "salt": os.environ.get("RSTAR_TOY_SALT", "")}
     (out_dir / "value.json").write_text(json.dumps(value, sort_keys=True))
+    if name == "c" and os.environ.get("RSTAR_TOY_FIGURES"):
+        _figures(out_dir)
     return {"steps": cfg.steps}
+
+
+def _figures(out_dir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([1, 2, 3], [3, 1, 2])
+    fig.savefig(out_dir / "curves.png")
+    plt.close(fig)
+    rows = "".join(f"{s},{1 / s:.4f}\n" for s in range(1, 301))
+    (out_dir / "curves.csv").write_text("step,loss\n" + rows)
 
 
 TOY_STAGES = (
