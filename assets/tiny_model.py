@@ -35,7 +35,8 @@ def build_tiny_model(out_dir: Path, cfg: TinyModelConfig, tokenizer_dir: Path, s
     # logits are bounded by sqrt(head_dim) (4 for head_dim 16): too flat to single out one
     # token among the ~500 of a tool-use conversation, and a random tiny model learned no
     # copying in 225 SFT steps. Trained checkpoints have grown these weights; starting at
-    # 2.5 (bound 25) it began copying numbers after ~300 steps (README, "SFT").
+    # 2.5 (bound 25) its next-digit accuracy left chance after ~300 steps, though it does
+    # not copy reliably yet (README, "Does the tiny SFT teach?").
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.q_norm.weight.fill_(cfg.qk_norm_init)
