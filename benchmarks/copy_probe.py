@@ -3,8 +3,9 @@ with and without the protocol's system prompt and tools block in front?
 
 Each sequence is [prefix] + 12 random digits + `=` + the same 12 digits; loss is on the
 copy only, so chance is ln 10 = 2.30. The two runs start from the same weights and see
-the same digits; only the prefix differs. A tool-use conversation needs this copying
-(problem numbers into the program, the tool's output into the answer).
+the same digits; only the prefix differs. A third run continues the no-prefix model with
+the prefix: does copying learned on short sequences carry over? A tool-use conversation
+needs this copying (problem numbers into the program, the tool's output into the answer).
 
     OMP_NUM_THREADS=1 python -m benchmarks.copy_probe [--steps 300] [--batch 8] [--lr 2e-3]
 """
@@ -35,10 +36,9 @@ def protocol_prefix(tokenizer) -> list[int]:
     return list(tokenizer.apply_chat_template(messages, tools=[TOOL_SCHEMA], tokenize=True, return_dict=False))
 
 
-def copy_losses(model_dir: str, tokenizer, prefix: list[int], steps: int, batch: int, lr: float,
+def copy_losses(model, tokenizer, prefix: list[int], steps: int, batch: int, lr: float,
                 every: int) -> list[tuple[int, float]]:
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
     digits = [tokenizer.convert_tokens_to_ids(str(i)) for i in range(10)]
     sep = tokenizer.convert_tokens_to_ids("=")
     rng = random.Random(0)
@@ -77,16 +77,19 @@ def main() -> None:
         tokenizer = AutoTokenizer.from_pretrained(assets / "tokenizer")
         prefix = protocol_prefix(tokenizer)
         curves = {}
-        for name, pre in (("no prefix", []), (f"{len(prefix)}-token protocol prefix", prefix)):
+        short = AutoModelForCausalLM.from_pretrained(assets / "model")
+        runs = (("no prefix", [], short),
+                (f"{len(prefix)}-token prefix", prefix, AutoModelForCausalLM.from_pretrained(assets / "model")),
+                ("prefix, after no-prefix run", prefix, short))  # continues the first run's weights
+        for name, pre, model in runs:
             t0 = time.time()
-            curves[name] = copy_losses(str(assets / "model"), tokenizer, pre, args.steps, args.batch, args.lr,
-                                       args.every)
+            curves[name] = copy_losses(model, tokenizer, pre, args.steps, args.batch, args.lr, args.every)
             print(f"{name}: {time.time() - t0:.0f} s")
     print(f"\ncopy loss (mean over the last {args.every} steps; chance = 2.30)")
     names = list(curves)
-    print(f"{'step':>6}  " + "  ".join(f"{n:>32}" for n in names))
+    print(f"{'step':>6}  " + "  ".join(f"{n:>28}" for n in names))
     for i, (step, _) in enumerate(curves[names[0]]):
-        print(f"{step:>6}  " + "  ".join(f"{curves[n][i][1]:>32.3f}" for n in names))
+        print(f"{step:>6}  " + "  ".join(f"{curves[n][i][1]:>28.3f}" for n in names))
 
 
 if __name__ == "__main__":
