@@ -2,7 +2,7 @@
 with and without the protocol's system prompt and tools block in front?
 
 Each sequence is [prefix] + 12 random digits + `=` + the same 12 digits; loss is on the
-copy only, so chance is ln 10 = 2.30. The two runs start from the same weights and see
+copy only, so chance is ln 10 = 2.30. The first two runs start from the same weights and see
 the same digits; only the prefix differs. A third run continues the no-prefix model with
 the prefix: does copying learned on short sequences carry over? A tool-use conversation
 needs this copying (problem numbers into the program, the tool's output into the answer).
@@ -38,7 +38,6 @@ def protocol_prefix(tokenizer) -> list[int]:
 
 def copy_losses(model, tokenizer, prefix: list[int], steps: int, batch: int, lr: float,
                 every: int) -> list[tuple[int, float]]:
-    torch.manual_seed(0)
     digits = [tokenizer.convert_tokens_to_ids(str(i)) for i in range(10)]
     sep = tokenizer.convert_tokens_to_ids("=")
     rng = random.Random(0)

@@ -31,14 +31,17 @@ fi
 
 UNTIL="$(python -m pipeline.status --last-implemented)"
 echo "running rstar-full/tiny up to the last implemented stage: $UNTIL"
-# RSTAR_DEMO_SET: space-separated dotted overrides for this run (CI cuts SFT short with it).
-PARAMS="$(python -c 'import json, os, shlex, sys
-print(json.dumps({"until": sys.argv[1], "overrides": shlex.split(os.environ.get("RSTAR_DEMO_SET", ""))}))' "$UNTIL")"
-[ -n "${RSTAR_DEMO_SET:-}" ] && echo "with overrides: $RSTAR_DEMO_SET"
+# RSTAR_DEMO_SET: dotted overrides for this run, split like a shell line (CI cuts SFT short
+# with it). Parsed once; the flow run and the status table below get the same list.
+mapfile -d '' -t OVERRIDES < <(python -c 'import os, shlex, sys
+sys.stdout.write("".join(o + "\0" for o in shlex.split(os.environ.get("RSTAR_DEMO_SET", ""))))')
+PARAMS="$(python -c 'import json, sys
+print(json.dumps({"until": sys.argv[1], "overrides": sys.argv[2:]}))' "$UNTIL" "${OVERRIDES[@]}")"
+[ "${#OVERRIDES[@]}" -gt 0 ] && echo "with overrides: ${OVERRIDES[*]}"
 prefect deployment run rstar-full/tiny --watch --watch-timeout 3600 --params "$PARAMS" | tee "$PREFECT_HOME/last-run.log"
 
 echo
-SETS=(); for o in ${RSTAR_DEMO_SET:-}; do SETS+=(--set "$o"); done
+SETS=(); for o in "${OVERRIDES[@]}"; do SETS+=(--set "$o"); done
 python -m pipeline.status --config configs/tiny.yaml "${SETS[@]}"
 echo
 echo "Prefect UI:  $PREFECT_UI_URL  (flow runs: $PREFECT_UI_URL/runs)"

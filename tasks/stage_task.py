@@ -11,6 +11,7 @@ It returns the small `ArtifactRef` as JSON; its cache policy lives in tasks/cach
 
 from __future__ import annotations
 
+from pathlib import Path
 from uuid import UUID
 
 from prefect import get_run_logger, task
@@ -64,7 +65,7 @@ def run_stage_task(
     return ref.model_dump()
 
 
-def _figures(stage: str, local) -> None:
+def _figures(stage: str, local: Path) -> None:
     """The artifact's top-level plots and curve tables, where a person looks for them."""
     for png in sorted(local.glob("*.png")):
         create_image_artifact(image_url=image_data_url(png), key=artifact_key(stage, png.stem),
