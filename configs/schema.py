@@ -110,14 +110,17 @@ class RoCConfig(Section):
     """Resample-on-Correct selection (SPEC §6)."""
 
     drop_uniform_groups: bool = True
-    epsilon: float = 0.1
+    epsilon: float = Field(0.1, gt=0)  # p_total is often 0: the weight 1/(p_total+epsilon) needs it
     selection: Literal["sample", "topk"] = "sample"
 
 
 class PROFConfig(Section):
     """PROF selection with a process reward model (SPEC §6)."""
 
-    prm: str = "Qwen/Qwen2.5-Math-PRM-7B"
+    prm: str = "Qwen/Qwen2.5-Math-PRM-7B"  # hub id or path; `tiny`: a random tiny PRM built offline
+    # Tokens the PRM reads per response (None: its max_position_embeddings, 4096 for the 7B);
+    # steps past it score NaN and are left out of r_pro (training/prm.py).
+    prm_max_tokens: int | None = None
     rollouts: int = 8  # n
     kept: int = 4  # m
     negatives: Literal["lowest", "random"] = "lowest"  # PROF-Both / PROF-Correct
@@ -149,7 +152,13 @@ class RLConfig(Section):
     kept_per_prompt: int = 16  # G
     clip_low: float = 0.2
     clip_high: float = 0.28
-    micro_batch_per_device: int = 1
+    micro_batch_per_device: int = operational(1, ge=1)  # per-device memory only: the loss is a global token mean
+    # Old log-probs of the PPO ratio: the trainer's own before the update (the reference's
+    # default) or the engine's sampling log-probs (no extra forward pass).
+    old_logprobs: Literal["recompute", "engine"] = "recompute"
+    seed: int = 0  # problem order, rollout sampling and selection draws, all per step
+    checkpoint_every_steps: int = operational(10, ge=1)  # where a killed stage resumes from
+    prm_batch_size: int = operational(8, ge=1)  # PROF/Blend: responses per PRM forward pass
     roc: RoCConfig = RoCConfig()
     prof: PROFConfig = PROFConfig()
     stage1: RLStageConfig = RLStageConfig(max_response_tokens=8192, max_turns=10, steps=300)

@@ -34,7 +34,8 @@ class StageSpec:
 
 def _rl(stage: str) -> Callable[[PipelineConfig], dict]:
     # Shared RL settings plus this stage's own: another stage's numbers stay out of the key.
-    return lambda c: {"cfg": getattr(c.rl, stage), "rl": c.rl.model_copy(update=dict.fromkeys(_RL_STAGE_FIELDS))}
+    return lambda c: {"cfg": getattr(c.rl, stage), "rl": c.rl.model_copy(update=dict.fromkeys(_RL_STAGE_FIELDS)),
+                      "rollout": c.rollout, "sandbox": c.sandbox, "stage": f"rl_{stage}"}
 
 
 
@@ -59,19 +60,21 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "rl_stage1", "training.rl", _rl("stage1"),
-        upstream=("sft", "decontaminate"), needs_gpus=True, delivered_by="issue #11 (RL stages)",
+        upstream=("sft", "decontaminate"), needs_gpus=True, long_running=True,
     ),
     StageSpec(
         "rl_stage2", "training.rl", _rl("stage2"),
-        upstream=("rl_stage1", "decontaminate"), needs_gpus=True, delivered_by="issue #11 (RL stages)",
+        upstream=("rl_stage1", "decontaminate"), needs_gpus=True, long_running=True,
     ),
     StageSpec(
-        "stage3_filter", "training.stage3_filter", lambda c: {"cfg": c.rl.stage3_filter, "rollout": c.rollout},
-        upstream=("rl_stage2", "decontaminate"), needs_gpus=True, delivered_by="issue #11 (RL stages)",
+        "stage3_filter", "training.stage3_filter",
+        lambda c: {"cfg": c.rl.stage3_filter, "limits": c.rl.stage3, "rollout": c.rollout, "sandbox": c.sandbox,
+                   "temperature": c.rl.temperature, "seed": c.rl.seed},
+        upstream=("rl_stage2", "decontaminate"), needs_gpus=True, long_running=True,
     ),
     StageSpec(
         "rl_stage3", "training.rl", _rl("stage3"),
-        upstream=("rl_stage2", "stage3_filter"), needs_gpus=True, delivered_by="issue #11 (RL stages)",
+        upstream=("rl_stage2", "stage3_filter"), needs_gpus=True, long_running=True,
     ),
     StageSpec(
         "evaluation", "evaluation.math_eval", lambda c: {"cfg": c.eval, "rollout": c.rollout},

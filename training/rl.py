@@ -1,19 +1,235 @@
-"""PLACEHOLDER for the RL stages `rl_stage1`, `rl_stage2`, `rl_stage3`: not implemented yet.
+"""Stages `rl_stage1`, `rl_stage2`, `rl_stage3`: agentic RL with GRPO-RoC, or plain GRPO,
+PROF or Blend by `rl.algorithm` (SPEC §5-§7).
 
-Running it fails at once with a message naming the issue that delivers it:
+A step: take `prompts_per_step` problems, roll out the algorithm's group per problem with
+the dynamic scheduler (rollout runtime + code service), reward by math-verify, select
+(training/selection.py), compute advantages over the kept group, make one optimizer step
+(training/rl_policy.py) and push the new weights to the engines (in memory for `hf`;
+written to disk and loaded by `update_weights_from_disk` otherwise). The rollouts of a
+step all finish before the update, so every step is on-policy. A step where no group
+survives selection is skipped and logged. Failed trajectories are counted and left out.
+
+Inputs: the policy of the stage before (`sft`, `rl_stage1`, `rl_stage2`) and the problems
+(`decontaminate`, or `stage3_filter` for stage 3). Stage 2 continues stage 1's optimizer,
+schedule and step count; stage 3 starts a fresh optimizer (SPEC §7). Problems are taken in
+a seeded order that depends only on the step, and every random choice is seeded by the
+step, so a run killed and resumed from its last checkpoint repeats the same steps.
+Output: `model/`, `trainer_state/` (optimizer, schedule: what the next stage continues),
+`curves.csv`, `curves.png`, `tensorboard/`.
+
     python -m training.rl --stage rl_stage1 --config configs/tiny.yaml
+    accelerate launch --config_file configs/accelerate/zero3.yaml -m training.rl --stage rl_stage1 \\
+        --config configs/rstar2_agent_14b.yaml
 """
 
 from __future__ import annotations
 
-import sys
+import asyncio
+import json
+import logging
+import random
+import shutil
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from accelerate.utils import broadcast_object_list
+from transformers import AutoTokenizer
+
+from configs.rollout import RolloutConfig
+from configs.sandbox import SandboxConfig
+from configs.schema import RLConfig, RLStageConfig
+from data_prep.records import RLProblem
+from data_prep.tables import read_problems
+from pipeline import progress
+from pipeline.workdir import WorkDir
+from rollout.runtime import RolloutRuntime, build_runtime
+from rollout.trajectory import Trajectory
+from training.rl_metrics import RLCurves, plot_rl_curves, rollout_metrics, time_split
+from training.rl_policy import Policy
+from training.selection import rollouts_per_prompt, select_batch
+
+log = logging.getLogger(__name__)
+
+POLICY_FROM = {"rl_stage1": "sft", "rl_stage2": "rl_stage1", "rl_stage3": "rl_stage2"}
+PROBLEMS_FROM = {"rl_stage1": "decontaminate", "rl_stage2": "decontaminate", "rl_stage3": "stage3_filter"}
+STATE_FILE = "rl_state.json"  # {"global_step": …} at the end of a stage: where the next one counts from
+
+
+def step_problems(problems: list[RLProblem], step: int, per_step: int, seed: int) -> list[RLProblem]:
+    """The problems of global step `step`: epochs of seeded permutations, read in order."""
+    out = []
+    for i in range(step * per_step, (step + 1) * per_step):
+        epoch, pos = divmod(i, len(problems))
+        order = list(range(len(problems)))
+        random.Random(f"{seed}:{epoch}").shuffle(order)
+        out.append(problems[order[pos]])
+    return out
+
+
+async def push_weights(rt: RolloutRuntime, policy: Policy, scratch: Path, tokenizer) -> None:
+    if all(hasattr(e, "load_state_dict") for e in rt.engines):
+        state = policy.state_dict()
+        for engine in rt.engines:
+            await engine.load_state_dict(state)
+    else:
+        policy.save_model(scratch, tokenizer)
+        await rt.update_weights(str(scratch))
+
+
+@dataclass
+class StepRollout:
+    kept: list[Trajectory]  # the trajectories the update trains on
+    advantages: list[float]  # one per kept trajectory
+    metrics: dict[str, float]  # training/rl_metrics.py
+    scored: list[Trajectory]  # every scored trajectory of the step (failed ones left out)
+
+
+async def rollout_step(rt: RolloutRuntime, problems: list[RLProblem], cfg: RLStageConfig, rl: RLConfig,
+                       step: int, prm) -> StepRollout:
+    """Roll out, reward and select one step's groups."""
+    t0 = time.perf_counter()
+    groups = await rt.rollout([p.problem for p in problems], rollouts_per_prompt(rl), cfg.max_turns,
+                              cfg.max_response_tokens, rl.temperature, seed=rl.seed * 1_000_003 + step)
+    t1 = time.perf_counter()
+    flat = [t for g in groups for t in g]
+    await rt.score(flat, [str(problems[t.problem_index].answer) for t in flat])
+    scored_groups = [[t for t in g if not t.failed] for g in groups]
+    outcome = [t.reward for g in scored_groups for t in g]
+    t2 = time.perf_counter()
+    step_scores = None
+    if prm is not None:
+        step_scores = [prm.step_scores([problems[i].problem] * len(g), [t.model_text for t in g],
+                                       rl.prm_batch_size) for i, g in enumerate(scored_groups)]
+    selections = select_batch(scored_groups, rl, random.Random(f"{rl.seed}:select:{step}"), step_scores)
+    t3 = time.perf_counter()
+    kept, advantages = [], []
+    for g, sel in zip(scored_groups, selections, strict=True):
+        kept += [g[i] for i in sel.kept]
+        advantages += sel.advantages
+    scored = [t for g in scored_groups for t in g]
+    metrics = rollout_metrics(scored, groups.failed, selections, outcome)
+    metrics |= time_split(scored, t1 - t0) | {"verification_s": t2 - t1, "selection_s": t3 - t2}
+    return StepRollout(kept, advantages, metrics, scored)
+
+
+def _checkpoint(work: WorkDir, step: int, policy: Policy, out_dir: Path) -> None:
+    """Every process writes its part of the state (accelerate: weights and optimizer from the
+    main one, RNG states from each) to one staging dir; the main process then commits it."""
+    staging = work.path / "staging"
+    if policy.rank == 0:
+        shutil.rmtree(staging, ignore_errors=True)
+    policy.accelerator.wait_for_everyone()
+    policy.save_state(staging)
+    policy.accelerator.wait_for_everyone()
+    if policy.rank == 0:
+        with work.checkpoint(step) as path:
+            shutil.move(staging, path / "trainer_state")
+            shutil.copy(out_dir / "curves.csv", path / "curves.csv")
+    policy.accelerator.wait_for_everyone()
+
+
+def _load_prm(rl: RLConfig, scratch: Path, tokenizer_dir: Path):
+    """PROF/Blend's PRM: a hub id or path, or `tiny` (built here, offline, on the policy's tokenizer)."""
+    if rl.algorithm not in ("prof", "blend"):
+        return None
+    from training.prm import ProcessRewardModel
+
+    name = rl.prof.prm
+    if name == "tiny":
+        from training.tiny_prm import build_tiny_prm
+
+        name = str(build_tiny_prm(scratch / "tiny_prm", seed=rl.seed, tokenizer_dir=tokenizer_dir))
+    return ProcessRewardModel.from_pretrained(name, max_length=rl.prof.prm_max_tokens)
+
+
+async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandbox: SandboxConfig, stage: str,
+                 inputs: dict[str, Path], out_dir: Path, scratch: Path, work: WorkDir | None) -> dict:
+    policy_dir = inputs[POLICY_FROM[stage]]
+    problems = read_problems(inputs[PROBLEMS_FROM[stage]] / "problems.parquet")
+    if cfg.problems is not None:
+        problems = problems[: cfg.problems]
+    if not problems:
+        raise ValueError(f"{stage}: no problems in {inputs[PROBLEMS_FROM[stage]] / 'problems.parquet'}")
+    tokenizer = AutoTokenizer.from_pretrained(policy_dir / "model")
+    policy = Policy(str(policy_dir / "model"), rl, tokenizer.pad_token_id or 0)
+    first = json.loads((policy_dir / STATE_FILE).read_text())["global_step"] if stage != "rl_stage1" else 0
+    if stage == "rl_stage2":  # stage 3 starts a fresh optimizer (SPEC §7)
+        policy.load_state(policy_dir / "trainer_state")
+    ckpt = work.latest() if work else None
+    done = ckpt.step if ckpt else 0
+    if ckpt:
+        policy.load_state(ckpt.path / "trainer_state")
+        if (ckpt.path / "curves.csv").exists() and policy.rank == 0:  # the output dir starts empty per attempt
+            shutil.copy(ckpt.path / "curves.csv", out_dir / "curves.csv")
+        log.info("%s: resumed after step %d of %d", stage, done, cfg.steps)
+    curves = RLCurves(out_dir, first + done) if policy.rank == 0 else None
+    main = policy.rank == 0
+    prm = _load_prm(rl, scratch.parent, policy_dir / "model") if main else None
+    runtime = build_runtime(rollout, sandbox, str(policy_dir / "model"), str(policy_dir / "model")) if main \
+        else nullcontext(None)
+    async with runtime as rt:
+        if main and ckpt:
+            await push_weights(rt, policy, scratch, tokenizer)
+        for i in range(done, cfg.steps):
+            step = first + i
+            t0 = time.perf_counter()
+            if main:
+                batch = step_problems(problems, step, rl.prompts_per_step, rl.seed)
+                result = await rollout_step(rt, batch, cfg, rl, step, prm)
+                payload = [(result.kept, result.advantages, result.metrics)]
+            else:
+                payload = [None]
+            # Rolled out once, on the main process; every process gets the kept list.
+            kept, advantages, row = broadcast_object_list(payload)[0] if policy.world > 1 else payload[0]
+            t1 = time.perf_counter()
+            if kept:
+                row |= vars(policy.update(kept, advantages))
+            else:
+                log.warning("%s step %d: no group survived selection; the step is skipped", stage, step + 1)
+            t2 = time.perf_counter()
+            if main:
+                if kept:
+                    await push_weights(rt, policy, scratch, tokenizer)
+                row |= {"step": step + 1, "update_s": t2 - t1, "step_s": time.perf_counter() - t0,
+                        "rollout_wall_s": t1 - t0, "kept": len(kept), "skipped": int(not kept)}
+                curves.log(row)
+                progress.report(i + 1, cfg.steps, f"{stage}: step {i + 1}/{cfg.steps}")
+            if work and ((i + 1) % rl.checkpoint_every_steps == 0 or i + 1 == cfg.steps):
+                _checkpoint(work, i + 1, policy, out_dir)
+    policy.save_model(out_dir / "model", tokenizer)
+    policy.save_state(out_dir / "trainer_state")
+    if not main:
+        return {}
+    curves.close()
+    (out_dir / STATE_FILE).write_text(json.dumps({"global_step": first + cfg.steps}))
+    plot_rl_curves(out_dir / "curves.csv", out_dir / "curves.png", f"{stage} ({rl.algorithm})")
+    last = curves.rows[-1] if curves.rows else {}
+    skipped = sum(int(r["skipped"]) for r in curves.rows)
+    return {"steps": cfg.steps, "global_step": first + cfg.steps, "skipped_steps": skipped,
+            "resumed_from_step": done, "final_reward": float(last.get("reward", "nan")),
+            "mean_reward": sum(float(r["reward"]) for r in curves.rows) / max(len(curves.rows), 1)}
+
+
+def run(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandbox: SandboxConfig, stage: str,
+        inputs: dict[str, Path], out_dir: Path, work: WorkDir | None = None) -> dict:
+    scratch = (work.path if work else out_dir / "_work") / "policy"  # weights for disk-loading engines
+    metrics = asyncio.run(_train(cfg, rl, rollout, sandbox, stage, inputs, out_dir, scratch, work))
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()  # NOTES.md: without this a gloo run aborts at exit (SIGABRT) 2 runs in 3
+        torch.distributed.destroy_process_group()
+    shutil.rmtree(out_dir / "_work", ignore_errors=True)
+    return metrics
 
 
 def main() -> None:
+    import sys
+
     from pipeline.cli import stage_main
 
-    stage = sys.argv[sys.argv.index("--stage") + 1] if "--stage" in sys.argv else "rl_stage1"
-    stage_main(stage)
+    stage_main(sys.argv[sys.argv.index("--stage") + 1] if "--stage" in sys.argv else "rl_stage1")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import torch
@@ -180,6 +180,13 @@ class HFEngine:
         async with self._model_lock:
             self._model = model.eval()  # rows still decoding continue under the new weights
         log.info("hf engine loaded weights from %s", path)
+
+    async def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """New policy weights straight from the trainer's memory (the RL step's `hf` path):
+        copied into this engine's own model, cast to its dtype, once the running step ends."""
+        async with self._model_lock:
+            with torch.no_grad():
+                self._model.load_state_dict(state)
 
     async def flush_cache(self) -> None:
         """Nothing to drop: KV lives only while a request decodes (no prefix cache across requests)."""

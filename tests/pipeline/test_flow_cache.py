@@ -195,15 +195,22 @@ def test_real_flow_refuses_paper_config_without_gpus(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+RL_CUT = [f"rl.{stage}.{k}={v}" for stage in ("stage1", "stage2", "stage3")
+          for k, v in (("steps", 1), ("max_response_tokens", 48), ("max_turns", 2))] + [
+    "rl.stage3.problems=4", "rl.stage3_filter.rollouts_per_problem=2", "rl.stage3_filter.drop_when_solved=2",
+    "rl.prompts_per_step=2"]
+
+
 def test_real_flow_runs_implemented_stages_on_tiny_config(tmp_path):
     """The real stages through the real flow: what `make demo` runs, minus the worker."""
     from pipeline.stages import STAGES
     from pipeline.status import last_implemented
 
     until = last_implemented()
-    # SFT cut to a few steps without its held-out measurement: the demo runs it whole.
+    # SFT cut to a few steps without its held-out measurement, RL to one short step per
+    # stage and the filter to 4 problems: the demo runs them at the tiny config's sizes.
     overrides = [f"run.artifacts_root={tmp_path}", "data.cold_start.sources=[{source: synthetic, examples: 64}]",
-                 "sft.epochs=0.5", "sft.heldout.enabled=false"]
+                 "sft.epochs=0.5", "sft.heldout.enabled=false", *RL_CUT]
     out = rstar_full(config="configs/tiny.yaml", overrides=overrides, until=until)
     ran = [s.name for s in STAGES][: len(out)]
     assert list(out) == ran and ran[-1] == until

@@ -1,0 +1,119 @@
+"""The policy being trained by RL: model, AdamW, warmup schedule, and one update per step (SPEC §6-§7).
+
+`Policy.update` takes the kept trajectories of a step with their advantages and makes
+exactly one optimizer step: the loss is the token-level mean over every loss token of
+the step (training/rl_loss.py), accumulated over micro-batches and processes, so neither
+the micro-batch size nor the number of processes changes the update.
+
+Processes (accelerate, DDP on CPU/gloo or GPUs): every process holds the whole kept list
+(rolled out once, on the main process, and broadcast by the stage); each takes the
+trajectories `rank::world` and the same number of micro-batches (a process short of
+one runs a zero-weighted one), so the collective calls match. DDP averages gradients
+over processes, so each process scales its share by `world / loss_tokens_total`.
+
+Old log-probs: `recompute` (the reference's default: the trainer's own log-probs before
+the update, no gradient) or `engine` (the sampling log-probs the engine returned). There
+is one optimizer step per RL step, so `recompute` is the current forward pass detached.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM
+
+from configs.schema import RLConfig
+from rollout.trajectory import Trajectory
+from training.rl_loss import make_batch, policy_loss, token_logprobs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class UpdateStats:
+    loss: float  # the step's token-mean loss (summed over micro-batches and processes)
+    grad_norm: float  # before clipping
+    learning_rate: float
+    loss_tokens: int  # model-generated tokens the loss averaged over
+    clip_ratio: float  # share of loss tokens whose ratio was clipped
+
+
+class Policy:
+    def __init__(self, model_path: str, rl: RLConfig, pad_id: int) -> None:
+        self.rl, self.pad_id = rl, pad_id
+        self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
+        dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=rl.lr, weight_decay=rl.weight_decay)
+        warmup = max(rl.warmup_steps, 1)
+        # SPEC §7: linear warmup over `warmup_steps` optimizer steps, then constant.
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
+        self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
+
+    @property
+    def rank(self) -> int:
+        return self.accelerator.process_index
+
+    @property
+    def world(self) -> int:
+        return self.accelerator.num_processes
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.accelerator.get_state_dict(self.model)
+
+    def _shard(self, kept: list[Trajectory], advantages: list[float]) -> list[tuple[list[Trajectory], list[float]]]:
+        """This process's micro-batches, as many on every process (see module docstring)."""
+        mine = list(range(self.rank, len(kept), self.world))
+        size = self.rl.micro_batch_per_device
+        count = math.ceil(math.ceil(len(kept) / self.world) / size)
+        chunks = [mine[i * size:(i + 1) * size] for i in range(count)]
+        return [([kept[i] for i in c], [advantages[i] for i in c]) if c else ([kept[0]], [math.nan])
+                for c in chunks]
+
+    def update(self, kept: list[Trajectory], advantages: list[float]) -> UpdateStats:
+        """One optimizer step on the kept trajectories of a step (every process passes the whole list)."""
+        total = sum(sum(t.loss_mask) for t in kept)
+        if total == 0:
+            raise ValueError("update: the kept trajectories hold no model-generated token")
+        device = self.accelerator.device
+        temperature = self.rl.temperature
+        self.model.train()
+        loss_sum = clipped = 0.0
+        for trajs, advs in self._shard(kept, advantages):
+            dummy = math.isnan(advs[0])  # a process short of a micro-batch: same calls, zero weight
+            mb = make_batch(trajs, [0.0] * len(trajs) if dummy else advs, self.pad_id).to(device)
+            new = token_logprobs(self.model, mb.input_ids, mb.attention_mask, temperature)
+            # One optimizer step per RL step: the weights before the update are the ones this
+            # forward pass ran with, so "recompute" is the detached value (ratio 1), no extra pass.
+            old = new.detach() if self.rl.old_logprobs == "recompute" else mb.old_logprobs
+            loss, stats = policy_loss(new, old, mb.advantages, mb.loss_mask, self.rl.clip_low, self.rl.clip_high,
+                                      total, dp_world_size=self.world)
+            self.accelerator.backward(loss * (0.0 if dummy else 1.0))
+            if not dummy:
+                loss_sum += stats["loss_sum"] / total
+                clipped += stats["clipped_tokens"]
+        grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.rl.grad_clip)
+        lr = self.scheduler.get_last_lr()[0]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = self.accelerator.reduce(torch.tensor([loss_sum, clipped], device=device), reduction="sum").tolist()
+        return UpdateStats(sums[0], float(grad_norm), lr, total, sums[1] / total)
+
+    def save_state(self, path: Path) -> None:
+        """Model, optimizer, scheduler and RNG states (accelerate's format), to resume or continue."""
+        self.accelerator.save_state(str(path))
+
+    def load_state(self, path: Path) -> None:
+        self.accelerator.load_state(str(path))
+
+    def save_model(self, path: Path, tokenizer) -> None:
+        state = self.state_dict()  # a collective under ZeRO-3: every process calls it
+        if self.accelerator.is_main_process:
+            self.accelerator.unwrap_model(self.model).save_pretrained(str(path), state_dict=state)
+            tokenizer.save_pretrained(str(path))
