@@ -119,3 +119,17 @@ def test_uniform_groups_are_dropped_and_the_step_skipped(inputs):
     row = _curves(out)[0]
     assert row["skipped"] == "1" and row["groups_dropped"] == "2" and row["kept"] == "0"
     assert "loss" not in row or row["loss"] == ""  # no optimizer step was made
+
+
+@pytest.mark.parametrize("algorithm", ["prof", "blend"])
+def test_prm_algorithms_build_the_tiny_prm_and_score_every_group(inputs, algorithm):
+    """`prof.prm: tiny` builds a tiny PRM offline; Blend keeps every group (reward r + 0.8 r_pro)."""
+    up = {"sft": inputs / "sft", "decontaminate": inputs / "decontaminate"}
+    cfg = _rl(algorithm=algorithm, prof={"prm": "tiny", "rollouts": 4, "kept": 2})
+    out, metrics = _stage(inputs, "rl_stage1", 1, cfg, up, algorithm)
+    assert (inputs / "work" / "rl_stage1" / algorithm / "tiny_prm" / "config.json").exists()
+    row = _curves(out)[0]
+    if algorithm == "prof":  # uniform outcomes: PROF drops the group
+        assert metrics["skipped_steps"] == 1 and row["groups_dropped"] == "2"
+    else:  # Blend's reward varies with the PRM: groups kept, an update made
+        assert metrics["skipped_steps"] == 0 and row["kept"] == "4" and float(row["grad_norm"]) > 0
