@@ -11,6 +11,10 @@ trajectories `rank::world` and the same number of micro-batches (a process short
 one runs a zero-weighted one), so the collective calls match. DDP averages gradients
 over processes, so each process scales its share by `world / loss_tokens_total`.
 
+The micro-batch count varies from step to step, so the DeepSpeed boundary is set per
+micro-batch rather than by a fixed accumulation count. The DeepSpeed path was not run
+here (no GPU); DDP on CPU/gloo is what the tests run.
+
 Old log-probs: `recompute` (the reference's default: the trainer's own log-probs before
 the update, no gradient) or `engine` (the sampling log-probs the engine returned). There
 is one optimizer step per RL step, so `recompute` is the current forward pass detached.
@@ -84,7 +88,11 @@ class Policy:
         temperature = self.rl.temperature
         self.model.train()
         loss_sum = clipped = 0.0
-        for trajs, advs in self._shard(kept, advantages):
+        chunks = self._shard(kept, advantages)
+        for k, (trajs, advs) in enumerate(chunks):
+            # Under DeepSpeed, accelerate's backward steps the engine at a sync boundary:
+            # only the last micro-batch of the step is one (DDP ignores this flag).
+            self.accelerator.gradient_state._set_sync_gradients(k == len(chunks) - 1)
             dummy = math.isnan(advs[0])  # a process short of a micro-batch: same calls, zero weight
             mb = make_batch(trajs, [0.0] * len(trajs) if dummy else advs, self.pad_id).to(device)
             new = token_logprobs(self.model, mb.input_ids, mb.attention_mask, temperature)
