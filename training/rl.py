@@ -60,12 +60,14 @@ STATE_FILE = "rl_state.json"  # {"global_step": …} at the end of a stage: wher
 
 def step_problems(problems: list[RLProblem], step: int, per_step: int, seed: int) -> list[RLProblem]:
     """The problems of global step `step`: epochs of seeded permutations, read in order."""
+    orders: dict[int, list[int]] = {}  # one permutation per epoch the step touches (at most two)
     out = []
     for i in range(step * per_step, (step + 1) * per_step):
         epoch, pos = divmod(i, len(problems))
-        order = list(range(len(problems)))
-        random.Random(f"{seed}:{epoch}").shuffle(order)
-        out.append(problems[order[pos]])
+        if epoch not in orders:
+            orders[epoch] = list(range(len(problems)))
+            random.Random(f"{seed}:{epoch}").shuffle(orders[epoch])
+        out.append(problems[orders[epoch][pos]])
     return out
 
 
