@@ -13,6 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	# DeepSpeed ships only an sdist: build it against our CPU torch (no isolated build env,
 	# which would download a CUDA torch). Used here to validate the ZeRO-3 config.
 	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation 'deepspeed==0.19.8'
+	$(BIN)/python scripts/fetch_punkt_tab.py   # NLTK data lm-eval's IFEval scorer needs (offline)
 	touch $@
 
 setup: $(VENV)/.installed

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from configs.data import DataConfig
+from configs.eval import EvalConfig
 from configs.fields import operational
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
@@ -176,22 +177,6 @@ class RLConfig(Section):
         return self
 
 
-class EvalConfig(Section):
-    """Benchmark evaluation (SPEC §9)."""
-
-    samples_per_problem: int = 16
-    temperature: float = 0.6
-    max_response_tokens: int = 30000
-    max_turns: int = 30
-    benchmarks: dict[str, str] = {
-        "aime24": "HuggingFaceH4/aime_2024",
-        "aime25": "math-ai/aime25",
-        "hmmt25": "MathArena/hmmt_feb_2025",
-        "math500": "HuggingFaceH4/MATH-500",
-        "gpqa_diamond": "Idavidrein/gpqa",
-    }
-
-
 class PipelineConfig(Section):
     run: RunConfig = RunConfig()
     hardware: HardwareConfig = HardwareConfig()
@@ -202,3 +187,18 @@ class PipelineConfig(Section):
     sft: SFTConfig = SFTConfig()
     rl: RLConfig = RLConfig()
     eval: EvalConfig = EvalConfig()
+
+    @model_validator(mode="after")
+    def _synthetic_eval_was_decontaminated(self) -> PipelineConfig:
+        """A generated eval set larger than (or seeded apart from) the one the RL problems were
+        decontaminated against could share problems with training."""
+        deco = self.data.decontaminate
+        checked = any(b.is_synthetic for b in deco.benchmarks)
+        for b in self.eval.benchmarks:
+            if b.is_synthetic and checked and (b.problems > deco.synthetic_eval_problems
+                                               or b.seed != deco.synthetic_eval_seed):
+                raise ValueError(
+                    f"eval.benchmarks {b.name!r}: {b.problems} synthetic problems with seed {b.seed}, but the RL "
+                    f"problems were decontaminated against {deco.synthetic_eval_problems} with seed "
+                    f"{deco.synthetic_eval_seed} (data.decontaminate.synthetic_eval_problems / _seed)")
+        return self

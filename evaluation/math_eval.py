@@ -1,16 +1,39 @@
-"""PLACEHOLDER for stage `evaluation`: not implemented yet (see pipeline/stages.py, delivered_by).
+"""Stages `eval_sft`, `eval_rl_stage1`, `eval_rl_stage2`, `eval_rl_stage3`: one checkpoint each (SPEC §9).
 
-Running it fails at once with a message naming the issue that delivers it:
-    python -m evaluation.math_eval --config configs/tiny.yaml
+Each runs as soon as its checkpoint exists and is cached on the checkpoint's digest, the
+`eval` config and the benchmark data (local files by content, hub datasets by revision).
+Samples live in a store beside the work directories (evaluation/samples.py), so a rerun
+with more samples per problem, or after a kill, draws only what is missing.
+
+    python -m evaluation.math_eval --config configs/tiny.yaml --stage eval_sft
+    python -m evaluation --checkpoint PATH --config configs/tiny.yaml    # any checkpoint, outside the pipeline
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+
+from configs.eval import EvalConfig
+from configs.rollout import RolloutConfig
+from configs.sandbox import SandboxConfig
+from evaluation.checkpoint import resolve_checkpoint
+from evaluation.evaluate import evaluate_checkpoint, flat_metrics
+from pipeline.workdir import WorkDir
+
+SAMPLE_STORE = "eval_samples"  # beside the work directories of every stage
+
+
+def run(cfg: EvalConfig, rollout: RolloutConfig, sandbox: SandboxConfig, checkpoint: str, inputs: dict[str, Path],
+        out_dir: Path, work: WorkDir) -> dict:
+    ckpt = resolve_checkpoint(str(inputs[checkpoint]), label=checkpoint)
+    results = evaluate_checkpoint(ckpt, cfg, rollout, sandbox, out_dir, work.root.parent / SAMPLE_STORE)
+    return flat_metrics(results)
 
 
 def main() -> None:
     from pipeline.cli import stage_main
 
-    stage_main("evaluation")
+    stage_main("eval_sft")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,17 @@ def _rl(stage: str) -> Callable[[PipelineConfig], dict]:
                       "rollout": c.rollout, "sandbox": c.sandbox, "stage": f"rl_{stage}"}
 
 
+EVAL_STAGES = ("eval_sft", "eval_rl_stage1", "eval_rl_stage2", "eval_rl_stage3")
+
+
+def _eval(checkpoint: str) -> StageSpec:
+    """The evaluation of one checkpoint, run as soon as the checkpoint exists (SPEC §9)."""
+    return StageSpec(
+        f"eval_{checkpoint}", "evaluation.math_eval",
+        lambda c: {"cfg": c.eval, "rollout": c.rollout, "sandbox": c.sandbox, "checkpoint": checkpoint},
+        upstream=(checkpoint,), needs_gpus=True, long_running=True,
+    )
+
 
 STAGES: tuple[StageSpec, ...] = (
     StageSpec("assets", "assets.build", lambda c: {"cfg": c.model}),
@@ -58,14 +69,17 @@ STAGES: tuple[StageSpec, ...] = (
         "sft", "training.sft", lambda c: {"cfg": c.sft, "rollout": c.rollout, "sandbox": c.sandbox},
         upstream=("assets", "cold_start"), needs_gpus=True, long_running=True,
     ),
+    _eval("sft"),
     StageSpec(
         "rl_stage1", "training.rl", _rl("stage1"),
         upstream=("sft", "decontaminate"), needs_gpus=True, long_running=True,
     ),
+    _eval("rl_stage1"),
     StageSpec(
         "rl_stage2", "training.rl", _rl("stage2"),
         upstream=("rl_stage1", "decontaminate"), needs_gpus=True, long_running=True,
     ),
+    _eval("rl_stage2"),
     StageSpec(
         "stage3_filter", "training.stage3_filter",
         lambda c: {"cfg": c.rl.stage3_filter, "limits": c.rl.stage3, "rollout": c.rollout, "sandbox": c.sandbox,
@@ -76,10 +90,8 @@ STAGES: tuple[StageSpec, ...] = (
         "rl_stage3", "training.rl", _rl("stage3"),
         upstream=("rl_stage2", "stage3_filter"), needs_gpus=True, long_running=True,
     ),
-    StageSpec(
-        "evaluation", "evaluation.math_eval", lambda c: {"cfg": c.eval, "rollout": c.rollout},
-        upstream=("sft", "rl_stage3"), needs_gpus=True, delivered_by="issue #12 (evaluation)",
-    ),
+    _eval("rl_stage3"),
+    StageSpec("eval_report", "evaluation.compare", lambda c: {"checkpoints": list(EVAL_STAGES)}, upstream=EVAL_STAGES),
 )
 
 BY_NAME: dict[str, StageSpec] = {s.name: s for s in STAGES}

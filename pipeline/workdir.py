@@ -52,7 +52,8 @@ class Checkpoint:
 
 class WorkDir:
     def __init__(self, root: Path, stage: str, key: str, keep: int = 2):
-        self.path = Path(root) / stage / key
+        self.root = Path(root)  # every stage's work dirs; stage-wide caches live beside it (evaluation samples)
+        self.path = self.root / stage / key
         self.stage, self.key, self.keep = stage, key, keep
 
     @property

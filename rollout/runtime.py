@@ -36,7 +36,7 @@ from rollout.trajectory import Trajectory
 log = logging.getLogger(__name__)
 
 
-def trajectory_seed(seed: int, problem_index: int, sample_index: int) -> int:
+def trajectory_seed(seed: int, problem_index: int | str, sample_index: int) -> int:
     """A well-spread 48-bit seed per sample; turn k samples with seed + k."""
     return random.Random(f"{seed}:{problem_index}:{sample_index}").getrandbits(48)
 
@@ -80,6 +80,28 @@ class RolloutRuntime:
         seed: int,
     ) -> RolloutGroups:
         """`samples_per_problem` trajectories for each problem, one inner list per problem, in order."""
+        pairs = [(i, j) for i in range(len(problems)) for j in range(samples_per_problem)]
+        flat = await self.rollout_samples(problems, pairs, max_turns, max_response_tokens, temperature, seed)
+        groups = RolloutGroups(flat[i * samples_per_problem:(i + 1) * samples_per_problem]
+                               for i in range(len(problems)))
+        return groups
+
+    async def rollout_samples(
+        self,
+        problems: list[str],
+        samples: Sequence[tuple[int, int]],
+        max_turns: int,
+        max_response_tokens: int,
+        temperature: float,
+        seed: int,
+        seed_keys: Sequence[str] | None = None,
+    ) -> list[Trajectory]:
+        """One trajectory per (problem index, sample index) pair, in order.
+
+        Sample j of problem i draws with `trajectory_seed(seed, key, j)`, key = `seed_keys[i]`
+        (default: i), so a sample is the same whichever other samples are rolled out with it
+        (evaluation keys on the problem's text and tops up k without redrawing).
+        """
         limits = TurnLimits(
             max_turns=max_turns,
             max_response_tokens=max_response_tokens,
@@ -87,15 +109,14 @@ class RolloutRuntime:
             top_p=self.cfg.top_p,
             max_tool_calls_per_turn=self.cfg.max_tool_calls_per_turn,
         )
-        groups = RolloutGroups()
-        states: list[AgentState] = []
-        for i, problem in enumerate(problems):
-            prompt = self.fmt.prompt_ids(problem)
-            group = [
-                Trajectory(i, j, list(prompt), seed=trajectory_seed(seed, i, j)) for j in range(samples_per_problem)
-            ]
-            groups.append(group)
-            states += [AgentState(t, self.fmt, limits) for t in group]
+        prompts: dict[int, list[int]] = {}
+        flat: list[Trajectory] = []
+        for i, j in samples:
+            if i not in prompts:
+                prompts[i] = self.fmt.prompt_ids(problems[i])
+            key = seed_keys[i] if seed_keys is not None else i
+            flat.append(Trajectory(i, j, list(prompts[i]), seed=trajectory_seed(seed, key, j)))
+        states = [AgentState(t, self.fmt, limits) for t in flat]
 
         total, done = len(states), 0
         start = time.perf_counter()
@@ -108,14 +129,14 @@ class RolloutRuntime:
         report(0, total, f"rollout: 0/{total} trajectories")
         await self._schedule(states, self.engines, self.sandbox, on_done, self.cfg)
         elapsed = time.perf_counter() - start
-        tokens = sum(t.generated_tokens for g in groups for t in g)
-        log.info("rolled out %d trajectories in %.1f s (%.0f generated tokens/s)", total, elapsed, tokens / elapsed)
-        if groups.failed or groups.engine_retries:
-            log.warning(
-                "rollout: %d of %d trajectories failed, %d engine requests retried; reasons: %s",
-                groups.failed, total, groups.engine_retries, dict(groups.failures),
-            )
-        return groups
+        tokens = sum(t.generated_tokens for t in flat)
+        log.info("rolled out %d trajectories in %.1f s (%.0f generated tokens/s)", total, elapsed,
+                 tokens / max(elapsed, 1e-9))
+        failed, retries = sum(t.failed for t in flat), sum(t.engine_attempts for t in flat)
+        if failed or retries:
+            log.warning("rollout: %d of %d trajectories failed, %d engine requests retried; reasons: %s",
+                        failed, total, retries, dict(Counter(t.failure for t in flat if t.failed)))
+        return flat
 
     async def score(self, trajectories: Sequence[Trajectory], references: Sequence[str]) -> list[float | None]:
         """Reward per trajectory, in order; None for a failed one (it is not verified and keeps reward None)."""
@@ -137,17 +158,22 @@ class RolloutRuntime:
 
 @asynccontextmanager
 async def build_runtime(
-    rollout_cfg: RolloutConfig, sandbox_cfg: SandboxConfig, model_path: str, tokenizer_path: str
+    rollout_cfg: RolloutConfig, sandbox_cfg: SandboxConfig, model_path: str, tokenizer_path: str,
+    sandbox: ToolRunner | None = None,
 ) -> AsyncIterator[RolloutRuntime]:
-    """Start engines and the sandbox (a local service when `sandbox_cfg.urls` is empty); close both after."""
+    """Start engines and the sandbox (a local service when `sandbox_cfg.urls` is empty); close both after.
+    A caller that already holds a sandbox client passes it as `sandbox` (it stays open)."""
     from sandbox.client import build_sandbox  # the sandbox package owns its client and server
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     fmt = ChatFormat(tokenizer)
     engines = build_engines(rollout_cfg, model_path, tokenizer)
     try:
-        async with build_sandbox(sandbox_cfg) as sandbox:
+        if sandbox is not None:
             yield RolloutRuntime(rollout_cfg, fmt, engines, sandbox)
+        else:
+            async with build_sandbox(sandbox_cfg) as own:
+                yield RolloutRuntime(rollout_cfg, fmt, engines, own)
     finally:
         for engine in engines:
             await engine.aclose()

@@ -1,6 +1,8 @@
 """Screenshot the latest `rstar-full` flow-run page in headless Chromium and check that
 every stage that ran shows in the UI: the flow-run page, then each task run's own page
 (the flow-run page lists logs a page at a time, so late stages can be past its first page).
+When the run got to `eval_report`, the checkpoint comparison table must render on its
+artifact page too.
 
     make screenshot            # needs the demo's server running and Debian `chromium`
 """
@@ -38,6 +40,16 @@ async def latest_run() -> tuple[str, dict[str, str]]:
         return str(runs[0].id), {str(t.id): t.name for t in sorted(tasks, key=lambda t: t.name)}
 
 
+async def comparison_artifact() -> str | None:
+    """Id of the latest checkpoint-comparison card, if an evaluation report was made."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    async with get_client() as client:
+        wanted = ArtifactFilter(key=ArtifactFilterKey(any_=["eval-report-card"]))
+        found = await client.read_artifacts(artifact_filter=wanted, limit=1)
+        return str(found[0].id) if found else None
+
+
 def chromium(args: list[str]) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as profile:
         return subprocess.run(["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
@@ -57,6 +69,13 @@ def main() -> None:
     print(f"flow run page: {url}\nscreenshot: {out}\ntask runs: {', '.join(tasks.values())}")
     if not out.exists() or missing:
         raise SystemExit(f"UI check failed: screenshot={out.exists()}, stages not on the page: {missing}")
+    if (artifact := asyncio.run(comparison_artifact())) is not None:
+        page = f"{ui}/artifacts/artifact/{artifact}"
+        shot = out.with_name(out.stem + "-comparison.png")
+        chromium([f"--screenshot={shot.resolve()}", page])
+        if "Checkpoints compared" not in chromium(["--dump-dom", page]).stdout:
+            raise SystemExit(f"UI check failed: the checkpoint comparison does not render at {page}")
+        print(f"checkpoint comparison: {page}\nscreenshot: {shot}")
     print("UI check passed: every task run of the flow run shows on its page or the flow run's")
 
 

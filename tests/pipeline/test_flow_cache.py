@@ -199,6 +199,8 @@ RL_CUT = [f"rl.{stage}.{k}={v}" for stage in ("stage1", "stage2", "stage3")
           for k, v in (("steps", 1), ("max_response_tokens", 48), ("max_turns", 2))] + [
     "rl.stage3.problems=4", "rl.stage3_filter.rollouts_per_problem=2", "rl.stage3_filter.drop_when_solved=2",
     "rl.prompts_per_step=2"]
+EVAL_CUT = ["eval.samples_per_problem=1", "eval.max_response_tokens=32", "eval.max_turns=2",
+            "eval.benchmarks=[{name: synthetic_eval, location: synthetic, problems: 2}]"]
 
 
 def test_real_flow_runs_implemented_stages_on_tiny_config(tmp_path):
@@ -210,7 +212,7 @@ def test_real_flow_runs_implemented_stages_on_tiny_config(tmp_path):
     # SFT cut to a few steps without its held-out measurement, RL to one short step per
     # stage and the filter to 4 problems: the demo runs them at the tiny config's sizes.
     overrides = [f"run.artifacts_root={tmp_path}", "data.cold_start.sources=[{source: synthetic, examples: 64}]",
-                 "sft.epochs=0.5", "sft.heldout.enabled=false", *RL_CUT]
+                 "sft.epochs=0.5", "sft.heldout.enabled=false", *RL_CUT, *EVAL_CUT]
     out = rstar_full(config="configs/tiny.yaml", overrides=overrides, until=until)
     ran = [s.name for s in STAGES][: len(out)]
     assert list(out) == ran and ran[-1] == until

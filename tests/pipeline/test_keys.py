@@ -171,9 +171,7 @@ def _with(cfg: PipelineConfig, dotted: str) -> PipelineConfig:
     return PipelineConfig.model_validate(data)
 
 
-FAKE_UPSTREAM = {name: ArtifactRef(stage=name, key="k", digest=f"d-{name}", uri="/x") for name in
-                 ("assets", "cold_start", "rl_curation", "decontaminate", "sft", "rl_stage1", "rl_stage2",
-                  "stage3_filter", "rl_stage3")}
+FAKE_UPSTREAM = {s.name: ArtifactRef(stage=s.name, key="k", digest=f"d-{s.name}", uri="/x") for s in STAGES}
 
 
 @pytest.mark.parametrize("field", operational_fields(PipelineConfig))
