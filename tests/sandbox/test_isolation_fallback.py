@@ -46,7 +46,11 @@ async def test_service_without_namespaces_or_uid_drop(start_extra_server):
         after = await sb.run(ToolCall("print(6 * 7)"))
         assert (after.status, after.feedback) == ("ok", "42")
         h2 = srv.health()
-        assert h2["counters"]["zygote_restarts"] == 1 and h2["zygote_pid"] != h["zygote_pid"]
+        # When the zygote's loss is seen before the call's own result, the service cannot tell
+        # the program's doing from an outside death and retries the call once (a second kill,
+        # a second restart): bounded, and timing-dependent under load (CI saw it).
+        restarts, retried = h2["counters"]["zygote_restarts"], h2["counters"].get("calls_retried", 0)
+        assert restarts in (1, 2) and retried == restarts - 1 and h2["zygote_pid"] != h["zygote_pid"]
 
 
 def _wait_for_no_orphans(zygote_pid: int) -> None:
