@@ -62,7 +62,7 @@ def _table(bench: LoadedBenchmark, k: int, have: dict) -> pd.DataFrame:
             s = have.get((p.prompt_sha, j))
             if s is not None:
                 rows.append({"problem_id": p.id, "sample": j, "reference": p.reference, "choices": list(p.choices),
-                             "answer": s["final_answer"], "final_answer": s["final_answer"],
+                             "answer": s["final_answer"],
                              "response_tokens": int(s["response_tokens"]), "tool_calls": len(s["tool_statuses"]),
                              "tool_statuses": list(s["tool_statuses"]), "finish_reason": s["finish_reason"],
                              "num_turns": int(s["num_turns"]), "seed": int(s["seed"]), "text": s["text"]})
@@ -115,7 +115,7 @@ def evaluate_checkpoint(ckpt: Checkpoint, cfg: EvalConfig, rollout: RolloutConfi
     metrics = {}
     for b in benches:
         df = tables[b.name]
-        df.drop(columns=["final_answer"]).to_parquet(out_dir / "samples" / f"{b.name}.parquet", index=False)
+        df.to_parquet(out_dir / "samples" / f"{b.name}.parquet", index=False)
         metrics[b.name] = benchmark_metrics(df, cfg.pass_k) | {"failed": counts["failed"].get(b.name, 0)}
     general = run_general_tasks(cfg.lm_eval, ckpt.model, ckpt.tokenizer)
     results = {

@@ -78,8 +78,9 @@ def run_general_tasks(cfg: LMEvalConfig, model: str, tokenizer: str) -> dict[str
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=cfg.batch_size, dtype="float32",
-              device="cuda" if _cuda() else "cpu")
+    gpu = _cuda()
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=cfg.batch_size,
+              dtype="bfloat16" if gpu else "float32", device="cuda" if gpu else "cpu")
     manager = TaskManager()
     chat = getattr(lm.tokenizer, "chat_template", None) is not None
     gen_kwargs = {"max_gen_toks": cfg.max_gen_toks} if cfg.max_gen_toks else None

@@ -36,7 +36,7 @@ def majority_score(answers: list, scores: list[float]) -> float:
 
 
 def benchmark_metrics(samples: pd.DataFrame, pass_k: list[int]) -> dict[str, float]:
-    """`samples`: one row per scored sample with problem_id, score, final_answer,
+    """`samples`: one row per scored sample with problem_id, score, answer,
     response_tokens, tool_statuses, finish_reason."""
     if samples.empty:
         return {"problems": 0, "samples": 0, "pass@1": math.nan, "pass@1_stderr": math.nan}
@@ -51,13 +51,13 @@ def benchmark_metrics(samples: pd.DataFrame, pass_k: list[int]) -> dict[str, flo
     for k in sorted(set(pass_k)):
         if 1 < k <= fewest:
             out[f"pass@{k}"] = sum(pass_at_k(len(g), int((g["score"] > 0).sum()), k) for _, g in groups) / n
-    out[f"maj@{fewest}"] = sum(majority_score(list(g["final_answer"]), list(g["score"])) for _, g in groups) / n
+    out[f"maj@{fewest}"] = sum(majority_score(list(g["answer"]), list(g["score"])) for _, g in groups) / n
     calls = [s for statuses in samples["tool_statuses"] for s in statuses]
     out |= {
         "response_tokens_mean": float(samples["response_tokens"].mean()),
         "tool_calls_per_trajectory": len(calls) / len(samples),
         "tool_error_ratio": sum(s != "ok" for s in calls) / len(calls) if calls else math.nan,
         "truncation_ratio": float((samples["finish_reason"] == "length").mean()),
-        "answered_ratio": float(samples["final_answer"].notna().mean()),
+        "answered_ratio": float(samples["answer"].notna().mean()),
     }
     return out

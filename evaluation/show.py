@@ -22,10 +22,11 @@ def render(df: pd.DataFrame, problem: str, sample: int | None = None) -> str:
     out = []
     for _, r in rows.sort_values("sample").iterrows():
         choices = list(r["choices"]) if r["choices"] is not None else []
+        answer = r["answer"] if isinstance(r["answer"], str) else "(none)"
         out.append(
             f"===== problem {problem}, sample {r['sample']} (seed {r['seed']}) =====\n"
             f"reference: {r['reference']}" + (f"   options: {choices}" if choices else "") + "\n"
-            f"answer: {r['answer'] if isinstance(r['answer'], str) else '(none)'}   score: {r['score']:g}   response tokens: {r['response_tokens']}   "
+            f"answer: {answer}   score: {r['score']:g}   response tokens: {r['response_tokens']}   "
             f"turns: {r['num_turns']}   finish: {r['finish_reason']}   tool calls: {list(r['tool_statuses'])}\n"
             f"----- trajectory -----\n{r['text']}\n")
     return "\n".join(out)

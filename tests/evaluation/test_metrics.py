@@ -30,7 +30,7 @@ def _frame(per_problem: list[list[float]]) -> pd.DataFrame:
     rows = []
     for i, scores in enumerate(per_problem):
         for j, s in enumerate(scores):
-            rows.append({"problem_id": f"p{i}", "score": s, "final_answer": "1" if s else "2",
+            rows.append({"problem_id": f"p{i}", "score": s, "answer": "1" if s else "2",
                          "response_tokens": 10 * (j + 1), "tool_statuses": ["ok", "error"] if j == 0 else ["ok"],
                          "finish_reason": "length" if j == 1 else "stop"})
     return pd.DataFrame(rows)
