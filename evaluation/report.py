@@ -83,7 +83,7 @@ def comparison_table(runs: list[tuple[str, dict]], metric: str = "pass@1") -> st
             elif metric == "pass@1":
                 cells.append(f"{_pct(m.get('pass@1'))} ± {_pct(m.get('pass@1_stderr'))}")
             else:
-                cells.append(_num(m.get(metric), 0))
+                cells.append(_num(m.get(metric), 0 if metric == "response_tokens_mean" else 2))
         lines.append("| " + " | ".join([b, *cells, *([_num(PAPER_PASS1.get(b), 1)] if paper else [])]) + " |")
     return "\n".join(lines)
 
