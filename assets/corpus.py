@@ -1,13 +1,22 @@
 """Deterministic local text the small BPE is trained on (no download).
 
 It mixes what the tiny pipeline's text is made of: English math word problems, short
-Python programs, JSON tool calls, the reasoning/answer tags and Qwen's chat markup.
+Python programs, JSON tool calls, the reasoning/answer tags, and whole tool-use
+conversations of the synthetic task (data_prep/synthetic.py) rendered by the chat
+template, the rollout's system prompt and tools block included: the small BPE merges
+across words (assets/tokenizer_build.py), and fitted to this text it writes that
+constant block in a few dozen tokens instead of ~385.
 """
 
 from __future__ import annotations
 
 import json
 import random
+
+from transformers.utils.chat_template_utils import render_jinja_template
+
+from assets.chat_template import qwen3_templates
+from data_prep import synthetic
 
 _WORDS = (
     "the a an of to and in is that for it as with be on by this are or from at which what how many "
@@ -59,17 +68,26 @@ def _python_docs() -> list[str]:
     return [line for text in texts for line in text.splitlines() if line.strip()]
 
 
+def _conversations(n: int, seed: int) -> list[str]:
+    """`n` synthetic tool-use conversations as the chat template renders them (own stream, not
+    the SFT, RL or eval problems)."""
+    problems = synthetic.generate_problems(n, seed, stream="tokenizer-corpus")
+    chats = [[m.to_row() for m in synthetic.demonstration(p.problem, p.answer, p.program,
+                                                          synthetic.failure_kind(p.id, seed, 0.15))]
+             for p in problems]
+    rendered, _ = render_jinja_template(chats, tools=list(synthetic.tools()),
+                                        chat_template=qwen3_templates()["default"])
+    return rendered
+
+
 def corpus_lines(n: int, seed: int = 0) -> list[str]:
-    """`n` synthetic protocol lines followed by the interpreter's own docs and sources."""
+    """`n` protocol lines (a third of them whole conversations) followed by the interpreter's
+    own docs and sources."""
     rng = random.Random(seed)
     lines = []
     for i in range(n):
-        kind = i % 3
-        if kind == 0:
+        if i % 3 == 0:
             lines.append(_problem(rng))
-        elif kind == 1:
+        elif i % 3 == 1:
             lines.append(_assistant(rng))
-        else:
-            lines.append("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-                         + _problem(rng) + "<|im_end|>\n<|im_start|>assistant\n")
-    return lines + _python_docs()
+    return lines + _conversations(n // 3, seed) + _python_docs()

@@ -180,8 +180,8 @@ def test_conversations_truncated_to_nothing_are_counted_or_refused(tiny_assets, 
     parquet = tmp_path / "sft.parquet"
     pq.write_table(pa.Table.from_pylist([{"id": r["id"], "source": "synthetic", "messages": r["messages"],
                                           "tools": r["tools"]} for r in synthetic_rows[:8]]), parquet)
-    cfg = SFTConfig(global_batch_size=4, micro_batch_per_device=4, max_seq_tokens=64)  # < system + tools
-    with pytest.raises(SFTDataError, match=r"all 8 conversations lost every assistant token .*max_seq_tokens=64"):
+    cfg = SFTConfig(global_batch_size=4, micro_batch_per_device=4, max_seq_tokens=32)  # < system + tools (~45 tokens)
+    with pytest.raises(SFTDataError, match=r"all 8 conversations lost every assistant token .*max_seq_tokens=32"):
         build_trainer(cfg, tiny_assets.model, tiny_assets.tokenizer, parquet, tmp_path / "t", tmp_path)
     ok = build_trainer(cfg.model_copy(update={"max_seq_tokens": 2048}), tiny_assets.model, tiny_assets.tokenizer,
                        parquet, tmp_path / "t2", tmp_path)
