@@ -8,12 +8,31 @@ held-out eval set of the synthetic task (the tiny config's benchmark).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 from configs.data import BenchmarkSource
+from configs.eval import EvalBenchmark
 from data_prep import synthetic
 from data_prep.reader import SourceRows
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def load_or_skip(bench: BenchmarkSource | EvalBenchmark, load: Callable[[], T], skipped: dict[str, str]) -> T | None:
+    """`load()`, or, for an `optional` benchmark that cannot be loaded, None with the reason in
+    `skipped`; a required one fails with a message saying how to go on."""
+    try:
+        return load()
+    except Exception as e:  # a missing file, an unreachable hub, a wrong schema: all the same to us
+        if not bench.optional:
+            raise RuntimeError(f"benchmark {bench.name!r} ({bench.location}) could not be loaded: {e}. "
+                               "Fix its location, or mark it `optional: true` to skip it.") from e
+        log.warning("optional benchmark %s skipped: %s", bench.name, e)
+        skipped[bench.name] = str(e)
+        return None
 
 SYNTHETIC_EVAL_STREAM = "eval"  # the stream of data_prep.synthetic the eval set is drawn from
 

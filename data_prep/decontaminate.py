@@ -22,7 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from configs.data import DecontaminateConfig
-from data_prep.benchmark_texts import benchmark_texts, synthetic_eval_set
+from data_prep.benchmark_texts import benchmark_texts, load_or_skip, synthetic_eval_set
 from data_prep.card import DataCard
 from data_prep.ngrams import NgramIndex, Overlap
 from data_prep.records import RLProblem
@@ -36,14 +36,9 @@ def build_index(cfg: DecontaminateConfig) -> tuple[NgramIndex, dict[str, int], d
     """The index, items per benchmark, and the benchmarks skipped with the reason."""
     index, items, skipped = NgramIndex(cfg.ngram_words), {}, {}
     for bench in cfg.benchmarks:
-        try:
-            texts = benchmark_texts(bench, cfg.synthetic_eval_problems, cfg.synthetic_eval_seed)
-        except Exception as e:  # a missing file, an unreachable hub, a wrong schema: all the same to us
-            if not bench.optional:
-                raise RuntimeError(f"benchmark {bench.name!r} ({bench.location}) could not be loaded: {e}. "
-                                   "Fix its location, or mark it `optional: true` to skip it.") from e
-            log.warning("optional benchmark %s skipped: %s", bench.name, e)
-            skipped[bench.name] = str(e)
+        texts = load_or_skip(bench, lambda b=bench: benchmark_texts(b, cfg.synthetic_eval_problems,
+                                                                     cfg.synthetic_eval_seed), skipped)
+        if texts is None:
             continue
         for item_id, text in texts:
             index.add(bench.name, item_id, text)

@@ -20,6 +20,7 @@ import pandas as pd
 from configs.eval import EvalConfig
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
+from data_prep.benchmark_texts import load_or_skip
 from evaluation.benchmarks import LoadedBenchmark, load_benchmark
 from evaluation.checkpoint import Checkpoint
 from evaluation.general import run_general_tasks
@@ -38,14 +39,8 @@ def _load_all(cfg: EvalConfig, out_dir: Path) -> tuple[list[LoadedBenchmark], di
     loaded, skipped = [], {}
     (out_dir / "rejects").mkdir(parents=True, exist_ok=True)
     for bench in cfg.benchmarks:
-        try:
-            b = load_benchmark(bench, cfg.choice_seed)
-        except Exception as e:  # a missing file, an unreachable hub, a wrong schema: all the same here
-            if not bench.optional:
-                raise RuntimeError(f"benchmark {bench.name!r} ({bench.location}) could not be loaded: {e}. "
-                                   "Fix its location, or mark it `optional: true` to skip it.") from e
-            log.warning("optional benchmark %s skipped: %s", bench.name, e)
-            skipped[bench.name] = str(e)[:300]
+        b = load_or_skip(bench, lambda b=bench: load_benchmark(b, cfg.choice_seed), skipped)
+        if b is None:
             continue
         b.rejects.write(out_dir / "rejects" / f"{bench.name}.jsonl")
         if b.rejects.count():
@@ -89,8 +84,8 @@ async def _evaluate(ckpt: Checkpoint, cfg: EvalConfig, rollout: RolloutConfig, s
     k = cfg.samples_per_problem
     have = store.load()
     todo = {b.name: missing_samples(b.problems, k, have) for b in benches}
-    counts = {"drawn": sum(map(len, todo.values())), "reused": 0, "failed": {}}
-    counts["reused"] = sum(len(b.problems) * k for b in benches) - counts["drawn"]
+    drawn = sum(map(len, todo.values()))
+    counts = {"drawn": drawn, "reused": sum(len(b.problems) * k for b in benches) - drawn, "failed": {}}
     log.info("evaluation of %s: %d samples to draw, %d reused from the store %s", ckpt.label, counts["drawn"],
              counts["reused"], store.root)
     async with build_sandbox(sandbox_cfg) as sandbox:

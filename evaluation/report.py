@@ -36,7 +36,7 @@ def checkpoint_table(results: dict) -> str:
                _pct(m.get("tool_error_ratio")), _pct(m.get("truncation_ratio")), str(m.get("failed", 0))]
         lines.append("| " + " | ".join(row) + " |")
     for name, reason in results.get("skipped", {}).items():
-        lines.append(f"| {name} | skipped: {reason} |" + " |" * (len(head) - 2))
+        lines.append(f"| {name} | skipped: {reason[:300]} |" + " |" * (len(head) - 2))
     return "\n".join(lines)
 
 
