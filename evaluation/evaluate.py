@@ -140,7 +140,8 @@ def flat_metrics(results: dict) -> dict[str, float]:
     out: dict[str, float] = {"samples_drawn": results["drawn"], "samples_reused": results["reused"]}
     for b, m in results["benchmarks"].items():
         for key in ("pass@1", "pass@1_stderr", "response_tokens_mean", "tool_calls_per_trajectory",
-                    "tool_error_ratio", "truncation_ratio", "problems", "samples", "failed"):
+                    "tool_error_ratio", "tool_error_ratio_correct", "truncation_ratio", "problems", "samples",
+                    "failed"):
             if key in m and not (isinstance(m[key], float) and math.isnan(m[key])):
                 out[f"{b}_{key}"] = round(float(m[key]), 4)
     for task, r in results["general"].items():

@@ -35,6 +35,10 @@ def majority_score(answers: list, scores: list[float]) -> float:
     return next(s for a, s in zip(answers, scores, strict=True) if isinstance(a, str) and a.strip() == winner)
 
 
+def _error_ratio(statuses: list[str]) -> float:
+    return sum(s != "ok" for s in statuses) / len(statuses) if statuses else math.nan
+
+
 def benchmark_metrics(samples: pd.DataFrame, pass_k: list[int]) -> dict[str, float]:
     """`samples`: one row per scored sample with problem_id, score, answer,
     response_tokens, tool_statuses, finish_reason."""
@@ -53,10 +57,12 @@ def benchmark_metrics(samples: pd.DataFrame, pass_k: list[int]) -> dict[str, flo
             out[f"pass@{k}"] = sum(pass_at_k(len(g), int((g["score"] > 0).sum()), k) for _, g in groups) / n
     out[f"maj@{fewest}"] = sum(majority_score(list(g["answer"]), list(g["score"])) for _, g in groups) / n
     calls = [s for statuses in samples["tool_statuses"] for s in statuses]
+    correct_calls = [s for statuses in samples.loc[samples["score"] > 0, "tool_statuses"] for s in statuses]
     out |= {
         "response_tokens_mean": float(samples["response_tokens"].mean()),
         "tool_calls_per_trajectory": len(calls) / len(samples),
-        "tool_error_ratio": sum(s != "ok" for s in calls) / len(calls) if calls else math.nan,
+        "tool_error_ratio": _error_ratio(calls),
+        "tool_error_ratio_correct": _error_ratio(correct_calls),  # the paper's Figure 4, on the test set
         "truncation_ratio": float((samples["finish_reason"] == "length").mean()),
         "answered_ratio": float(samples["answer"].notna().mean()),
     }

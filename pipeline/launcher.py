@@ -155,9 +155,10 @@ def _watch(proc: subprocess.Popen, stage: str, hooks: LaunchHooks, out_log) -> t
                 line = ""
             if line is None:
                 break
-            if line and (mark := progress.parse_marker(line)) is not None:
+            line, mark = progress.split_marker(line)
+            if mark is not None:
                 progress.report(mark[0], 100.0, mark[1])
-            elif line:
+            if line.strip() if mark is not None else line:  # a marker's blank prefix is no output
                 tail.append(line)
                 out_log.write(line + "\n")
                 hooks.on_line(line)

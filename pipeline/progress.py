@@ -163,12 +163,17 @@ def marker_lines(file: IO[str] | None = None, interval_s: float = 0.5) -> Iterat
         yield
 
 
-def parse_marker(line: str) -> tuple[float, str] | None:
-    """(percent, message) if `line` is a progress marker line, else None."""
-    if not line.startswith(MARKER):
-        return None
+def split_marker(line: str) -> tuple[str, tuple[float, str] | None]:
+    """(text before the marker, (percent, message)) if `line` carries a progress marker, else (line, None).
+
+    The marker can follow text that another writer left without a newline on the same pipe
+    (a tqdm bar redrawn with carriage returns on the child's stderr), so it is looked for
+    anywhere in the line, not only at its start."""
+    at = line.rfind(MARKER)
+    if at < 0:
+        return line, None
     try:
-        data = json.loads(line[len(MARKER):])
-        return float(data["percent"]), str(data.get("message", ""))
+        data = json.loads(line[at + len(MARKER):])
+        return line[:at], (float(data["percent"]), str(data.get("message", "")))
     except (ValueError, KeyError, TypeError):
-        return None
+        return line, None

@@ -101,3 +101,15 @@ def test_plain_module_run_draws_a_terminal_bar(tmp_path):
     assert child.wait(timeout=60) == 0, output.decode()
     text = output.decode(errors="replace")
     assert "long: 100%" in text, text
+
+
+def test_a_marker_after_a_bar_redraw_on_the_same_line_is_still_read():
+    """A launched child's tqdm bar (stderr, carriage returns, no newline) shares the pipe with
+    the marker lines: the marker then arrives at the end of the bar's text."""
+    marker = progress.MARKER + '{"percent": 34.7, "message": "sft: step 243/700"}'
+    assert progress.split_marker(marker) == ("", (34.7, "sft: step 243/700"))
+    assert progress.split_marker(" 35%|███▍ | 243/700 [03:00<05:40]" + marker) == (
+        " 35%|███▍ | 243/700 [03:00<05:40]", (34.7, "sft: step 243/700"))
+    assert progress.split_marker("plain output") == ("plain output", None)
+    broken = progress.MARKER + "{not json"
+    assert progress.split_marker(broken) == (broken, None)
