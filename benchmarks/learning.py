@@ -88,7 +88,19 @@ class _Runner:
 
 
 def run(config: str, overrides: list[str], out: Path | None = None, quiet: bool = False) -> Path:
-    """Run the experiment; returns the report directory."""
+    """Run the experiment; returns the report directory. The children's thread counts go
+    through OMP_NUM_THREADS, which is put back as it was afterwards."""
+    before = os.environ.get("OMP_NUM_THREADS")
+    try:
+        return _experiment(config, overrides, out, quiet)
+    finally:
+        if before is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = before
+
+
+def _experiment(config: str, overrides: list[str], out: Path | None, quiet: bool) -> Path:
     from benchmarks.learning_report import write_report
 
     base = load_config(config, overrides)
