@@ -72,9 +72,8 @@ def paired_error_ratio_diff(a: pd.DataFrame, b: pd.DataFrame, draws: int = 2000,
 
 def error_ratio_correct(samples: pd.DataFrame) -> tuple[float, float, int]:
     """Failed calls / calls within correct samples, its standard error (clustered by problem), calls."""
-    correct = samples[samples["score"] > 0]
-    errors = correct.groupby("problem_id")["tool_statuses"].apply(lambda s: sum(x != "ok" for v in s for x in v))
-    calls = correct.groupby("problem_id")["tool_statuses"].apply(lambda s: sum(len(v) for v in s))
+    per = _errors_and_calls(samples)
+    errors, calls = per["errors"], per["calls"]
     total = int(calls.sum())
     if total == 0:
         return math.nan, math.nan, 0
