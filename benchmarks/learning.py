@@ -63,9 +63,8 @@ class _Runner:
 
     def launch(self, label: str, stage: str, cfg: PipelineConfig, upstream: dict[str, ArtifactRef],
                threads: int) -> ArtifactRef:
-        with self._lock:  # the child copies the environment when it starts
+        with self._lock:
             position, self._position = self._position, self._position + 1
-            os.environ["OMP_NUM_THREADS"] = str(threads)
             bar = tqdm(total=100, desc=f"{label:<16}", position=position, disable=self.quiet, leave=True,
                        bar_format="{desc} {percentage:5.1f}% |{bar}| {elapsed} {postfix}")
         log_file = (self.logs / f"{label}.log").open("a")
@@ -78,7 +77,8 @@ class _Runner:
         started = time.perf_counter()
         try:
             ref = launch_stage(get_stage(stage), cfg, upstream, self.store,
-                               hooks=LaunchHooks(on_line=lambda line: print(line, file=log_file, flush=True)))
+                               hooks=LaunchHooks(on_line=lambda line: print(line, file=log_file, flush=True)),
+                               env={"OMP_NUM_THREADS": str(threads)})
         finally:
             log_file.close()
             progress.set_sink(None)
@@ -88,19 +88,7 @@ class _Runner:
 
 
 def run(config: str, overrides: list[str], out: Path | None = None, quiet: bool = False) -> Path:
-    """Run the experiment; returns the report directory. The children's thread counts go
-    through OMP_NUM_THREADS, which is put back as it was afterwards."""
-    before = os.environ.get("OMP_NUM_THREADS")
-    try:
-        return _experiment(config, overrides, out, quiet)
-    finally:
-        if before is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = before
-
-
-def _experiment(config: str, overrides: list[str], out: Path | None, quiet: bool) -> Path:
+    """Run the experiment; returns the report directory."""
     from benchmarks.learning_report import write_report
 
     base = load_config(config, overrides)

@@ -96,7 +96,9 @@ def launch_stage(
     store: ArtifactStore,
     force: bool = False,
     hooks: LaunchHooks | None = None,
+    env: dict[str, str] | None = None,
 ) -> ArtifactRef:
+    """`env`: variables set for the child only, over this process's environment."""
     hooks = hooks or LaunchHooks()
     ensure_implemented(spec)
     key = stage_key(spec, cfg, upstream)
@@ -113,7 +115,7 @@ def launch_stage(
         result = work.path / "result.json"
         result.unlink(missing_ok=True)
         cmd = stage_command(spec, cfg.hardware, request)
-        env = {**os.environ, LAUNCHED_ENV: "1", PROGRESS_ENV: "1", RESULT_ENV: str(result),
+        env = {**os.environ, **(env or {}), LAUNCHED_ENV: "1", PROGRESS_ENV: "1", RESULT_ENV: str(result),
                PARENT_ENV: str(os.getpid()), GRACE_ENV: str(hooks.grace_s), "PYTHONUNBUFFERED": "1"}
         log.info("stage %s: launching %s", spec.name, " ".join(cmd))
         with open(work.path / "output.log", "a") as out_log:
