@@ -16,7 +16,7 @@ from pathlib import Path
 from assets.tiny_model import build_tiny_model
 from assets.tokenizer_build import build_qwen3_tokenizer, build_small_tokenizer
 from configs.schema import ModelConfig
-from pipeline import progress
+from stagekit import artifacts, progress
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 def run(cfg: ModelConfig, inputs: dict[str, Path], out_dir: Path) -> dict[str, float]:
     if cfg.base != "tiny":
         record = {"model": cfg.base, "tokenizer": cfg.tokenizer or cfg.base, "real_tokenizer": None}
-        (out_dir / "assets.json").write_text(json.dumps(record, indent=2))
+        (out_dir / artifacts.ASSETS).write_text(json.dumps(record, indent=2))
         return {"built_offline": 0}
     progress.report(0, 3, "training the small BPE tokenizer")
     build_small_tokenizer(out_dir / "tokenizer", cfg.tiny.vocab_size, cfg.tiny.tokenizer_corpus_lines)
@@ -34,13 +34,13 @@ def run(cfg: ModelConfig, inputs: dict[str, Path], out_dir: Path) -> dict[str, f
     n_params = build_tiny_model(out_dir / "model", cfg.tiny, out_dir / "tokenizer")
     progress.report(3, 3, "done")
     record = {"model": "model", "tokenizer": "tokenizer", "real_tokenizer": "qwen3_tokenizer"}
-    (out_dir / "assets.json").write_text(json.dumps(record, indent=2))
+    (out_dir / artifacts.ASSETS).write_text(json.dumps(record, indent=2))
     log.info("tiny model: %d parameters", n_params)
     return {"built_offline": 1, "model_parameters": n_params, "vocab_size": cfg.tiny.vocab_size}
 
 
 def main() -> None:
-    from pipeline.cli import stage_main
+    from orchestrator.cli import stage_main
 
     stage_main("assets")
 

@@ -2,7 +2,7 @@
 
 It mixes what the tiny pipeline's text is made of: English math word problems, short
 Python programs, JSON tool calls, the reasoning/answer tags, and whole tool-use
-conversations of the synthetic task (data_prep/synthetic.py) rendered by the chat
+conversations of the synthetic task (datalib/synthetic.py) rendered by the chat
 template, the rollout's system prompt and tools block included: the small BPE merges
 across words (assets/tokenizer_build.py), and fitted to this text it writes that
 constant block in a few dozen tokens instead of ~385.
@@ -15,8 +15,8 @@ import random
 
 from transformers.utils.chat_template_utils import render_jinja_template
 
-from assets.chat_template import qwen3_templates
-from data_prep import synthetic
+from datalib import synthetic
+from rollout.chat_template import qwen3_templates
 
 _WORDS = (
     "the a an of to and in is that for it as with be on by this are or from at which what how many "

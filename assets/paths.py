@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from stagekit import artifacts
+
 
 @dataclass(frozen=True)
 class AssetPaths:
@@ -15,7 +17,7 @@ class AssetPaths:
 
 
 def asset_paths(artifact_dir: Path) -> AssetPaths:
-    record = json.loads((artifact_dir / "assets.json").read_text())
+    record = json.loads((artifact_dir / artifacts.ASSETS).read_text())
 
     def resolve(value: str | None) -> str | None:
         if value is None:

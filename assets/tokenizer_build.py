@@ -22,9 +22,9 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from transformers import PreTrainedTokenizerFast
 from transformers.convert_slow_tokenizer import TikTokenConverter
 
-from assets.chat_template import qwen3_templates
 from assets.corpus import corpus_lines
 from assets.special_tokens import EOS_TOKEN, PAD_TOKEN, QWEN3_ADDED_TOKENS, QWEN_SPLIT_PATTERN
+from rollout.chat_template import qwen3_templates
 
 
 def _added_tokens() -> list[AddedToken]:

@@ -22,9 +22,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from configs.schema import PipelineConfig
-from pipeline.runner import run_stage
-from pipeline.stages import get_stage
-from pipeline.store import ArtifactStore
+from orchestrator.runner import run_stage
+from orchestrator.stages import get_stage
+from orchestrator.store import ArtifactStore
 from rollout.prompt import SYSTEM_PROMPT, TOOL_SCHEMA
 
 DIGITS = 12

@@ -4,7 +4,7 @@
     python -m benchmarks.data [--problems 100000] [--against HEAD]
 
 `--against REV` also times answer parsing and JSONL reading of this checkout against the
-`data_prep/integers.py` and `data_prep/reader.py` of git revision REV, interleaved, best
+`datalib/integers.py` and `datalib/reader.py` of git revision REV, interleaved, best
 of five each in CPU time (the speed check of a change to them on a noisy machine).
 
 Generated problems are drawn from the benchmarks' own vocabulary (30-80 words, with
@@ -29,15 +29,15 @@ import types
 from functools import partial
 from pathlib import Path
 
-from data_prep.intake import normalise_rows
-from data_prep.ngrams import NgramIndex, words
-from data_prep.reader import SourceRows
-from data_prep.rejects import RejectLog
 from data_prep.rl_curation import ProblemNormaliser
-from data_prep.sources import COLD_START_SOURCES, RL_SOURCES
-from data_prep.sources.dapo_math import TEMPLATE_HEAD, TEMPLATE_TAIL
-from data_prep.synthetic import demonstration, failure_kind, generate_problems
-from pipeline.paths import REPO_ROOT
+from datalib.intake import normalise_rows
+from datalib.ngrams import NgramIndex, words
+from datalib.reader import SourceRows
+from datalib.rejects import RejectLog
+from datalib.sources import COLD_START_SOURCES, RL_SOURCES
+from datalib.sources.dapo_math import TEMPLATE_HEAD, TEMPLATE_TAIL
+from datalib.synthetic import demonstration, failure_kind, generate_problems
+from stagekit.paths import REPO_ROOT
 
 BENCHMARK_DIR = REPO_ROOT.parent / "shared" / "data" / "benchmarks"
 FIELDS = {"aime2024": ["problem"], "aime2025": ["problem"], "hmmt_feb_2025": ["problem"], "math500": ["problem"],
@@ -103,9 +103,9 @@ def cpu_timed(fn) -> tuple[object, float]:  # noqa: ANN001
 
 
 def compare_with(rev: str, answers: list[str], raws: list[dict]) -> None:
-    from data_prep.integers import parse_integer
+    from datalib.integers import parse_integer
 
-    old_integers, old_reader = module_at(rev, "data_prep/integers.py"), module_at(rev, "data_prep/reader.py")
+    old_integers, old_reader = module_at(rev, "datalib/integers.py"), module_at(rev, "datalib/reader.py")
 
     def parse_all(parse) -> None:  # noqa: ANN001
         for a in answers:

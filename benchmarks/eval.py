@@ -22,9 +22,9 @@ from assets.paths import asset_paths
 from configs.load import load_config
 from evaluation.checkpoint import Checkpoint, resolve_checkpoint
 from evaluation.evaluate import evaluate_checkpoint
-from pipeline.runner import run_stage
-from pipeline.stages import get_stage
-from pipeline.store import ArtifactStore
+from orchestrator.runner import run_stage
+from orchestrator.stages import get_stage
+from orchestrator.store import ArtifactStore
 
 
 def _timed(ckpt: Checkpoint, overrides: list[str], root: Path) -> dict:
@@ -32,11 +32,10 @@ def _timed(ckpt: Checkpoint, overrides: list[str], root: Path) -> dict:
     start = time.perf_counter()
     results = evaluate_checkpoint(ckpt, cfg.eval, cfg.rollout, cfg.sandbox, root / "out", root / "samples")
     seconds = time.perf_counter() - start
-    m = results["benchmarks"]["synthetic_eval"]
-    trajectories = m["samples"]
-    tokens = m["response_tokens_mean"] * trajectories
-    return {"seconds": seconds, "trajectories": trajectories, "traj_per_s": trajectories / seconds,
-            "tokens_per_s": tokens / seconds, "length": m["response_tokens_mean"], "pass@1": m["pass@1"]}
+    m = results.benchmarks["synthetic_eval"]
+    tokens = m.response_tokens_mean * m.samples
+    return {"seconds": seconds, "trajectories": m.samples, "traj_per_s": m.samples / seconds,
+            "tokens_per_s": tokens / seconds, "length": m.response_tokens_mean, "pass@1": m.pass1}
 
 
 def main() -> None:

@@ -33,11 +33,11 @@ from tqdm import tqdm
 
 from configs.load import load_config
 from configs.schema import PipelineConfig
-from pipeline import progress
-from pipeline.launcher import LaunchHooks, launch_stage
-from pipeline.runner import run_stage
-from pipeline.stages import get_stage
-from pipeline.store import ArtifactRef, ArtifactStore
+from orchestrator.launcher import LaunchHooks, launch_stage
+from orchestrator.runner import run_stage
+from orchestrator.stages import get_stage
+from orchestrator.store import ArtifactRef, ArtifactStore
+from stagekit import progress
 
 ARMS = ("grpo_roc", "grpo")
 DATA_STAGES = ("assets", "cold_start", "rl_curation", "decontaminate")

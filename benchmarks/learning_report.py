@@ -21,9 +21,13 @@ import numpy as np
 import pandas as pd
 
 from configs.schema import PipelineConfig
-from data_prep.benchmark_texts import synthetic_eval_set
-from data_prep.tables import read_problems
-from pipeline.store import ArtifactRef, ArtifactStore
+from datalib.eval_texts import synthetic_eval_set
+from datalib.tables import read_problems
+from evaluation.evaluate import sample_outcomes
+from evaluation.results import EvalResults
+from orchestrator.store import ArtifactRef, ArtifactStore
+from rollout.metrics import paired_difference, tool_error_ratio_estimate, tool_errors
+from stagekit import artifacts
 
 Z_HOLDS = 3.0
 CURVES = (("accuracy", "training accuracy (rolled-out groups)"),
@@ -32,15 +36,14 @@ CURVES = (("accuracy", "training accuracy (rolled-out groups)"),
           ("kept", "kept group: positives / negatives per step"))
 
 
-def per_problem(samples: pd.DataFrame) -> pd.Series:
-    return samples.groupby("problem_id")["score"].mean()
+def pass1_by_problem(samples: pd.DataFrame) -> dict[str, float]:
+    return {pid: sum(o.reward for o in g) / len(g) for pid, g in sample_outcomes(samples).items()}
 
 
 def paired_gain(after: pd.DataFrame, before: pd.DataFrame) -> tuple[float, float, int]:
     """Mean per-problem pass@1 difference, its standard error over problems, and n."""
-    diff = (per_problem(after) - per_problem(before)).dropna()
-    n = len(diff)
-    return float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan, n
+    d = paired_difference(pass1_by_problem(after), pass1_by_problem(before))
+    return d.mean, d.stderr if d.units > 1 else math.nan, d.units
 
 
 def holds(gain: float, se: float) -> bool:
@@ -49,11 +52,10 @@ def holds(gain: float, se: float) -> bool:
 
 
 def _errors_and_calls(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per problem: failed tool calls and tool calls, within the correct samples."""
-    correct = samples[samples["score"] > 0]
-    return pd.DataFrame({
-        "errors": correct.groupby("problem_id")["tool_statuses"].apply(lambda s: sum(x != "ok" for v in s for x in v)),
-        "calls": correct.groupby("problem_id")["tool_statuses"].apply(lambda s: sum(len(v) for v in s))})
+    """Per problem with a correct sample: failed tool calls and tool calls within the correct samples."""
+    per = {pid: tool_errors(g, correct_only=True) for pid, g in sample_outcomes(samples).items()
+           if any(o.reward > 0 for o in g)}
+    return pd.DataFrame(list(per.values()), index=list(per), columns=["errors", "calls"])
 
 
 def paired_error_ratio_diff(a: pd.DataFrame, b: pd.DataFrame, draws: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -72,15 +74,8 @@ def paired_error_ratio_diff(a: pd.DataFrame, b: pd.DataFrame, draws: int = 2000,
 
 def error_ratio_correct(samples: pd.DataFrame) -> tuple[float, float, int]:
     """Failed calls / calls within correct samples, its standard error (clustered by problem), calls."""
-    per = _errors_and_calls(samples)
-    errors, calls = per["errors"], per["calls"]
-    total = int(calls.sum())
-    if total == 0:
-        return math.nan, math.nan, 0
-    r = errors.sum() / total
-    n = len(calls)
-    se = math.sqrt(((errors - r * calls) ** 2).sum() * n / max(n - 1, 1)) / total
-    return float(r), float(se), total
+    r = tool_error_ratio_estimate(list(sample_outcomes(samples).values()), correct_only=True)
+    return r.mean, r.stderr, r.units
 
 
 def slope(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
@@ -99,9 +94,9 @@ def _overlap(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Artifact
     """Test problems whose text is also an SFT demonstration's or an RL problem's."""
     test = {p.problem for p in synthetic_eval_set(cfg.data.decontaminate.synthetic_eval_problems,
                                                   cfg.data.decontaminate.synthetic_eval_seed)}
-    sft = pd.read_parquet(store.local_path(refs["cold_start"]) / "sft.parquet")
+    sft = pd.read_parquet(store.local_path(refs["cold_start"]) / artifacts.CHATS)
     demos = {m["content"] for msgs in sft["messages"] for m in msgs if m["role"] == "user"}
-    rl = {p.problem for p in read_problems(store.local_path(refs["decontaminate"]) / "problems.parquet")}
+    rl = {p.problem for p in read_problems(store.local_path(refs["decontaminate"]) / artifacts.PROBLEMS)}
     return {"test": len(test), "sft_demos": len(demos), "rl_problems": len(rl),
             "test_in_sft": len(test & demos), "test_in_rl": len(test & rl)}
 
@@ -152,12 +147,11 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
     out.mkdir(parents=True, exist_ok=True)
     bench = cfg.eval.benchmarks[0].name
     samples = {k: pd.read_parquet(store.local_path(r) / "samples" / f"{bench}.parquet") for k, r in evals.items()}
-    results = {k: json.loads((store.local_path(r) / "results.json").read_text())["benchmarks"][bench]
-               for k, r in evals.items()}
-    curves = {arm: pd.read_csv(store.local_path(r) / "curves.csv") for arm, r in rl_refs.items()}
+    results = {k: EvalResults.read(store.local_path(r)).benchmarks[bench] for k, r in evals.items()}
+    curves = {arm: pd.read_csv(store.local_path(r) / artifacts.CURVES) for arm, r in rl_refs.items()}
     long = pd.concat([df.assign(arm=arm) for arm, df in curves.items()])
     long.to_csv(out / "learning.csv", index=False)
-    _plot(curves, {k: m["pass@1"] for k, m in results.items()}, out / "learning.png")
+    _plot(curves, {k: m.pass1 for k, m in results.items()}, out / "learning.png")
 
     gains = {arm: paired_gain(samples[arm], samples["sft"]) for arm in curves}
     roc_vs_grpo = paired_gain(samples["grpo_roc"], samples["grpo"])
@@ -173,11 +167,11 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
                         and (updates[arm] == 0 or np.isfinite(df["loss"].dropna()).all()))
               for arm, df in curves.items()}
     overlap = _overlap(store, cfg, refs)
-    durations = {name: json.loads((store.local_path(ref) / "manifest.json").read_text())["duration_s"]
+    durations = {name: json.loads((store.local_path(ref) / artifacts.MANIFEST).read_text())["duration_s"]
                  for name, ref in {"sft": refs["sft"], **{f"rl {a}": r for a, r in rl_refs.items()},
                                    **{f"eval {a}": r for a, r in evals.items()}}.items()}
     rl = cfg.rl
-    n_test = results["sft"]["problems"]
+    n_test = results["sft"].problems
     k = cfg.eval.samples_per_problem
     lines = [
         "# The learning proof (issue 13)", "",
@@ -199,10 +193,10 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
     for name, m in results.items():
         gain, se, _ = gains.get(name, (math.nan, math.nan, 0))
         err, err_se, _ = errors[name]
-        lines.append(f"| {name} | {_fmt(m['pass@1'])} | {_fmt(m['pass@1_stderr'])} | {_fmt(m.get(f'pass@{k}'))} | "
+        lines.append(f"| {name} | {_fmt(m.pass1)} | {_fmt(m.pass1_stderr)} | {_fmt(m.number(f'pass@{k}'))} | "
                      f"{_fmt(gain)} ± {_fmt(se)} | {_fmt(gain / se if se else math.nan, 1)} | "
-                     f"{_fmt(err)} ± {_fmt(err_se)} | {_fmt(m['response_tokens_mean'], 1)} | "
-                     f"{_fmt(m['tool_calls_per_trajectory'], 2)} |")
+                     f"{_fmt(err)} ± {_fmt(err_se)} | {_fmt(m.response_tokens_mean, 1)} | "
+                     f"{_fmt(m.tool_calls_per_trajectory, 2)} |")
     claim1 = {arm: holds(*gains[arm][:2]) for arm in curves}
     (sr, sr_se), (sg, sg_se) = slopes["grpo_roc"], slopes["grpo"]
     z_slope = (sg - sr) / math.sqrt(sr_se ** 2 + sg_se ** 2) if sr_se and sg_se else math.nan
@@ -231,7 +225,8 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
             for a, f in finite.items()) + ".", "", "![learning curves](learning.png)", "",
     ]
     (out / "learning.md").write_text("\n".join(lines))
-    summary = {"results": results, "gains": gains, "roc_minus_grpo": roc_vs_grpo, "error_ratio_correct": errors,
+    summary = {"results": {k: m.model_dump(mode="json") for k, m in results.items()},
+               "gains": gains, "roc_minus_grpo": roc_vs_grpo, "error_ratio_correct": errors,
                "slopes": slopes, "slopes_all": slopes_all, "ends": ends, "finite": finite, "updates": updates,
                "overlap": overlap, "timings_s": timings, "durations_s": durations, "cores": cores,
                "claims": {"rl_raises_pass1": claim1, "roc_lowers_errors_faster": claim2},

@@ -24,11 +24,11 @@ from transformers import AutoTokenizer
 
 from assets.paths import asset_paths
 from configs.schema import PipelineConfig, RLConfig, RoCConfig
-from data_prep.records import RLProblem
-from data_prep.synthetic import generate_problems
-from pipeline.runner import run_stage
-from pipeline.stages import get_stage
-from pipeline.store import ArtifactStore
+from datalib.records import RLProblem
+from datalib.synthetic import generate_problems
+from orchestrator.runner import run_stage
+from orchestrator.stages import get_stage
+from orchestrator.store import ArtifactStore
 from rollout.runtime import build_runtime
 from rollout.trajectory import ToolCallRecord, Trajectory
 from training.rl import push_weights, rollout_step, step_problems

@@ -35,9 +35,10 @@ from assets.paths import asset_paths  # noqa: E402
 from benchmarks.scheduler_sim import Plan, make_plans, run_simulation  # noqa: E402
 from configs.rollout import RolloutConfig  # noqa: E402
 from rollout.engines.base import SamplingParams, build_engines  # noqa: E402
+from rollout.groups import Problem  # noqa: E402
 from rollout.prompt import ChatFormat, tool_call_text  # noqa: E402
 from rollout.runtime import RolloutRuntime, trajectory_seed  # noqa: E402
-from sandbox.types import SandboxResult  # noqa: E402
+from sandbox.types import SandboxResult, VerifyResult  # noqa: E402
 
 # ---------------------------------------------------------------- (b) real run, (c) tokens/s
 
@@ -124,9 +125,9 @@ async def run_real_once(args, assets, fmt, *, scheduler: str, reservation: str) 
     engines = [PlannedEngine(e, fmt, by_seed, log, k) for k, e in enumerate(build_engines(cfg, assets.model))]
     latencies = {tool_key(s, k): p.tool_s[k] for s, p in by_seed.items() for k in range(len(p.tool_s))}
     runtime = RolloutRuntime(cfg, fmt, engines, PerCallTools(latencies))
-    start = time.perf_counter()
-    groups = await runtime.rollout([f"problem {i}" for i in range(n)], 1, 4, args.real_max_response, 1.0, args.seed)
-    makespan = time.perf_counter() - start
+    settings = cfg.sampling(1.0, args.real_max_response, max_turns=4, seed=args.seed)
+    groups = await runtime.sample_and_score([Problem(f"problem {i}", "0") for i in range(n)], 1, settings)
+    makespan = groups.rollout_s  # generation and tool calls; the planned answers need no verification
     busy = [e.inner.stats.busy_s for e in engines]
     for e in engines:
         await e.inner.aclose()
@@ -207,6 +208,9 @@ class PerCallTools:
         await asyncio.sleep(max(delays))
         return [SandboxResult(status="ok", feedback="1") for _ in calls]
 
+    async def verify_batch(self, pairs):
+        return [VerifyResult(score=0.0, status="ok") for _ in pairs]  # planned turns never answer right
+
 
 def tokens_per_second(args, assets) -> list[str]:
     import torch
@@ -271,9 +275,9 @@ def main() -> None:
 def find_assets(root: str):
     """The tiny model and tokenizer: built (or reused) through the artifact store, like the tests."""
     from configs.schema import PipelineConfig
-    from pipeline.runner import run_stage
-    from pipeline.stages import get_stage
-    from pipeline.store import ArtifactStore
+    from orchestrator.runner import run_stage
+    from orchestrator.stages import get_stage
+    from orchestrator.store import ArtifactStore
 
     store = ArtifactStore(root)
     return asset_paths(store.local_path(run_stage(get_stage("assets"), PipelineConfig(), {}, store)))

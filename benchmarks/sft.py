@@ -21,9 +21,10 @@ from transformers import TrainerCallback
 from configs.data import ColdStartConfig, ColdStartSource
 from configs.schema import PipelineConfig, SFTConfig
 from data_prep import cold_start
-from pipeline.runner import run_stage
-from pipeline.stages import get_stage
-from pipeline.store import ArtifactStore
+from orchestrator.runner import run_stage
+from orchestrator.stages import get_stage
+from orchestrator.store import ArtifactStore
+from stagekit import artifacts
 from training.sft import build_trainer
 
 
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
                                 packing=packing, checkpoint_every_steps=10_000)
                 work = tmp / f"run-{r}-{packing}"
                 work.mkdir()
-                rates[packing].append(tokens_per_s(cfg, model, tokenizer, tmp / "cold" / "sft.parquet",
+                rates[packing].append(tokens_per_s(cfg, model, tokenizer, tmp / "cold" / artifacts.CHATS,
                                                    args.steps, work))
     packed, padded = statistics.median(rates[True]), statistics.median(rates[False])
     print(f"tiny model, {args.examples} synthetic conversations, global batch 16, {args.steps} timed steps, "

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from assets.paths import asset_paths
 from configs.load import load_config
-from data_prep.benchmark_texts import synthetic_eval_set
-from pipeline.runner import run_stage
-from pipeline.stages import get_stage
-from pipeline.store import ArtifactStore
+from orchestrator.runner import run_stage
+from orchestrator.stages import get_stage
+from orchestrator.store import ArtifactStore
+from stagekit import artifacts
 from training.heldout import heldout_accuracy
 from training.sft import build_trainer
 
@@ -40,8 +40,7 @@ def main() -> None:
     cfg = load_config(args.config, args.set)
     store = ArtifactStore(cfg.run.artifacts_root)
     assets = asset_paths(store.local_path(run_stage(get_stage("assets"), cfg, {}, store)))
-    demos = store.local_path(run_stage(get_stage("cold_start"), cfg, {}, store)) / "sft.parquet"
-    problems = synthetic_eval_set(args.problems, cfg.sft.heldout.seed)
+    demos = store.local_path(run_stage(get_stage("cold_start"), cfg, {}, store)) / artifacts.CHATS
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         trainer = build_trainer(cfg.sft, assets.model, assets.tokenizer, demos, Path(tmp) / "trainer",
@@ -52,16 +51,13 @@ def main() -> None:
         seconds = time.perf_counter() - started
         for step in range(args.every, args.steps + 1, args.every):
             ckpt = str(Path(tmp) / "trainer" / f"checkpoint-{step}")
-            held = cfg.sft.heldout
-            acc = heldout_accuracy(ckpt, ckpt, [p.problem for p in problems], [str(p.answer) for p in problems],
-                                   cfg.rollout, cfg.sandbox, args.samples, held.max_turns, held.max_response_tokens,
-                                   held.temperature, held.seed)
+            acc = heldout_accuracy(cfg.sft.heldout, ckpt, ckpt, cfg.rollout, cfg.sandbox, args.problems, args.samples)
             rows.append((step, acc))
     print(f"\nSFT of {args.config}: {args.steps} steps in {seconds:.0f} s ({seconds / args.steps:.2f} s/step); "
           f"held-out: {args.problems} problems x {args.samples} samples, T {cfg.sft.heldout.temperature}")
     print(f"{'step':>6}  {'accuracy':>8}  {'± se':>6}  {'tool calls':>10}")
     for step, acc in rows:
-        print(f"{step:>6}  {acc.mean:8.3f}  {acc.stderr:6.3f}  {acc.tool_calls_per_trajectory:10.2f}")
+        print(f"{step:>6}  {acc.pass1:8.3f}  {acc.pass1_stderr:6.3f}  {acc.tool_calls_per_trajectory:10.2f}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from configs.fields import operational
 
-# Registry keys of data_prep.sources (one normaliser per source format).
+# Registry keys of datalib.sources (one normaliser per source format).
 ColdStartSourceName = Literal[
     "toolace", "apigen_mt", "glaive_fc_v2", "magicoder_oss", "magicoder_evol", "tulu3", "nemotron_chat",
     "synthetic",

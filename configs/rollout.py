@@ -1,8 +1,10 @@
 """Config section `rollout` (SPEC §2, §4). Owned by the rollout package; defaults live here.
 
-Per-call numbers (turn limit T, response budget, temperature, samples) belong to the
-stage that rolls out (rl.stage*, eval, data filter) and are passed to `rollout()`;
-this section says *how* rollouts run: which engine, which scheduler, engine sizes.
+Per-call numbers (turn limit T, response budget, temperature, seed) belong to the stage
+that rolls out (rl.stage*, eval, the data filter, SFT's held-out check); it passes them as
+one `SamplingSettings` to `RolloutRuntime.sample_and_score`. This section says *how*
+rollouts run: which engine, which scheduler, engine sizes, and the nucleus `top_p` every
+stage samples with.
 """
 
 from __future__ import annotations
@@ -12,6 +14,18 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from configs.fields import operational
+
+
+class SamplingSettings(BaseModel):
+    """How one `sample_and_score` call samples: every trajectory of the call shares these."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_response_tokens: int = Field(ge=1)  # every token after the prompt, tool feedback included (SPEC §2)
+    max_turns: int = Field(ge=1)  # assistant turns, T in SPEC §2
+    seed: int = 0  # sample j of problem key k draws with a seed derived from (seed, k, j)
 
 
 class RolloutConfig(BaseModel):
@@ -48,3 +62,8 @@ class RolloutConfig(BaseModel):
 
     # --- agent loop ---
     max_tool_calls_per_turn: int = Field(8, ge=1)  # calls past this in one turn get an invalid_call answer
+
+    def sampling(self, temperature: float, max_response_tokens: int, max_turns: int, seed: int) -> SamplingSettings:
+        """A stage's sampling settings, with this section's `top_p`."""
+        return SamplingSettings(temperature=temperature, top_p=self.top_p, max_response_tokens=max_response_tokens,
+                                max_turns=max_turns, seed=seed)

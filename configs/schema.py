@@ -39,7 +39,7 @@ class HardwareConfig(Section):
     gpus_per_node: int = 0  # 0: the config runs on CPU
     nodes: int = 1
     accelerate_config: str | None = None  # path under configs/accelerate/
-    # Processes a long stage starts per node (pipeline/launcher.py); more than one in all
+    # Processes a long stage starts per node (orchestrator/launcher.py); more than one in all
     # means `accelerate launch`. None: one per GPU, or one on CPU.
     processes_per_node: int | None = operational(None, ge=1)
 

@@ -2,7 +2,7 @@
 
 Each configured source (ToolACE, APIGen-MT, Glaive function calling v2, Magicoder
 OSS/Evol, Tulu 3, Llama-Nemotron chat, or the generated synthetic task) goes through its
-normaliser (data_prep/sources/) into `messages` + `tools`; a capped source is sampled in
+normaliser (datalib/sources/) into `messages` + `tools`; a capped source is sampled in
 a seeded order. Tulu 3 responses and Nemotron prompts are optionally rewritten by an
 OpenAI-compatible endpoint. Writes `sft.parquet`, `rejects.jsonl` and `card.md`.
 
@@ -17,16 +17,16 @@ from collections import Counter
 from pathlib import Path
 
 from configs.data import ColdStartConfig, ColdStartSource
-from data_prep import synthetic
-from data_prep.card import DataCard, render_chat
-from data_prep.intake import COUNT_HEADERS, SourceCounts, entry_labels, normalise_rows
-from data_prep.reader import SourceRows
-from data_prep.records import SFTExample
-from data_prep.rejects import RejectLog
 from data_prep.rewriter import Rewriter
-from data_prep.sources import COLD_START_SOURCES
-from data_prep.tables import write_sft
-from pipeline import progress
+from datalib import synthetic
+from datalib.card import DataCard, render_chat
+from datalib.intake import COUNT_HEADERS, SourceCounts, entry_labels, normalise_rows
+from datalib.reader import SourceRows
+from datalib.records import SFTExample
+from datalib.rejects import RejectLog
+from datalib.sources import COLD_START_SOURCES
+from datalib.tables import write_sft
+from stagekit import artifacts, progress
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,11 @@ def run(cfg: ColdStartConfig, inputs: dict[str, Path], out_dir: Path, **_: objec
         examples = rewriter.rewrite(examples)
         rewriter.close()
 
-    n = write_sft(out_dir / "sft.parquet", examples)
-    rejects.write(out_dir / "rejects.jsonl")
+    n = write_sft(out_dir / artifacts.CHATS, examples)
+    rejects.write(out_dir / artifacts.REJECTS)
     rewritten = sum(1 for e in examples if e.meta.get("rewritten"))
     failures = rewriter.failures if rewriter else 0
-    _card(cfg, counts, rejects, examples, rewritten, failures).write(out_dir / "card.md")
+    _card(cfg, counts, rejects, examples, rewritten, failures).write(out_dir / artifacts.CARD)
     progress.report(1, 1, f"cold start: {n} examples")
     metrics: dict[str, float] = {
         "examples": n,
@@ -121,7 +121,7 @@ def _card(cfg: ColdStartConfig, counts: list[SourceCounts], rejects: RejectLog,
 
 
 def main() -> None:
-    from pipeline.cli import stage_main
+    from orchestrator.cli import stage_main
 
     stage_main("cold_start")
 

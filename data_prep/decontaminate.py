@@ -1,6 +1,6 @@
 """Stage `decontaminate`: drop RL problems that share an 8-gram with a benchmark (SPEC §8).
 
-Words are normalised (data_prep/ngrams.py); a problem sharing any n-gram (n = 8) with any
+Words are normalised (datalib/ngrams.py); a problem sharing any n-gram (n = 8) with any
 benchmark item is removed. Benchmarks are hub ids or local files; the tiny default is
 the generated held-out synthetic eval set (written here as `synthetic_eval.parquet`, the
 set evaluation scores). A benchmark that cannot be loaded fails the stage unless it is
@@ -22,12 +22,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from configs.data import DecontaminateConfig
-from data_prep.benchmark_texts import benchmark_texts, load_or_skip, synthetic_eval_set
-from data_prep.card import DataCard
-from data_prep.ngrams import NgramIndex, Overlap
-from data_prep.records import RLProblem
-from data_prep.tables import read_problems, write_problems
-from pipeline import progress
+from datalib.card import DataCard
+from datalib.eval_texts import benchmark_texts, load_or_skip, synthetic_eval_set
+from datalib.ngrams import NgramIndex, Overlap
+from datalib.records import RLProblem
+from datalib.tables import read_problems, write_problems
+from stagekit import artifacts, progress
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def build_index(cfg: DecontaminateConfig) -> tuple[NgramIndex, dict[str, int], d
 
 
 def run(cfg: DecontaminateConfig, inputs: dict[str, Path], out_dir: Path, **_: object) -> dict[str, float]:
-    problems = read_problems(inputs["rl_curation"] / "problems.parquet")
+    problems = read_problems(inputs["problems"] / artifacts.PROBLEMS)
     progress.report(0, 2, "decontaminate: indexing benchmarks")
     index, items, skipped = build_index(cfg)
     progress.report(1, 2, f"decontaminate: checking {len(problems)} problems")
@@ -60,8 +60,8 @@ def run(cfg: DecontaminateConfig, inputs: dict[str, Path], out_dir: Path, **_: o
         else:
             clean.append(problem)
 
-    write_problems(out_dir / "problems.parquet", clean)
-    with (out_dir / "removed.jsonl").open("w", encoding="utf-8") as fh:
+    write_problems(out_dir / artifacts.PROBLEMS, clean)
+    with (out_dir / artifacts.REMOVED).open("w", encoding="utf-8") as fh:
         for problem, overlaps in removed:
             fh.write(json.dumps({**problem.to_row(), "overlaps": [o.__dict__ for o in overlaps]},
                                 ensure_ascii=False) + "\n")
@@ -70,7 +70,7 @@ def run(cfg: DecontaminateConfig, inputs: dict[str, Path], out_dir: Path, **_: o
                        [RLProblem(p.id, "synthetic_eval", p.problem, p.answer)
                         for p in synthetic_eval_set(cfg.synthetic_eval_problems, cfg.synthetic_eval_seed)])
     by_bench = Counter(b for _, ov in removed for b in {o.benchmark for o in ov})
-    _card(cfg, problems, clean, removed, items, skipped, by_bench).write(out_dir / "card.md")
+    _card(cfg, problems, clean, removed, items, skipped, by_bench).write(out_dir / artifacts.CARD)
     progress.report(2, 2, f"decontaminate: removed {len(removed)} of {len(problems)}")
     metrics: dict[str, float] = {
         "problems_in": len(problems), "problems_out": len(clean), "removed": len(removed),
@@ -117,7 +117,7 @@ def _card(cfg: DecontaminateConfig, problems: list[RLProblem], clean: list[RLPro
 
 
 def main() -> None:
-    from pipeline.cli import stage_main
+    from orchestrator.cli import stage_main
 
     stage_main("decontaminate")
 

@@ -23,7 +23,7 @@ import httpx
 from tqdm import tqdm
 
 from configs.data import RewriteConfig
-from data_prep.records import Message, SFTExample
+from datalib.records import Message, SFTExample
 
 log = logging.getLogger(__name__)
 

@@ -28,18 +28,18 @@ from assets.paths import asset_paths
 from configs.data import AgreementFilterConfig, RLCurationConfig, RLSource
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
-from data_prep import synthetic
 from data_prep.agreement import Agreement, run_agreement_filter
-from data_prep.card import DataCard
-from data_prep.intake import COUNT_HEADERS, SourceCounts, entry_labels, normalise_rows
-from data_prep.integers import parse_integer
-from data_prep.ngrams import words
-from data_prep.reader import RawRow, SourceRows
-from data_prep.records import FilteredRow, RawProblem, RLProblem
-from data_prep.rejects import RejectLog
-from data_prep.sources import RL_SOURCES
-from data_prep.tables import write_problems
-from pipeline import progress
+from datalib import synthetic
+from datalib.card import DataCard
+from datalib.intake import COUNT_HEADERS, SourceCounts, entry_labels, normalise_rows
+from datalib.integers import parse_integer
+from datalib.ngrams import words
+from datalib.reader import RawRow, SourceRows
+from datalib.records import FilteredRow, RawProblem, RLProblem
+from datalib.rejects import RejectLog
+from datalib.sources import RL_SOURCES
+from datalib.tables import write_problems
+from stagekit import artifacts, progress
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class ProblemNormaliser:
 def filter_model(cfg: AgreementFilterConfig, inputs: dict[str, Path]) -> tuple[str, str]:
     if cfg.model is not None:
         return cfg.model, cfg.tokenizer or cfg.model
-    paths = asset_paths(inputs["assets"])
+    paths = asset_paths(inputs["filter_model"])
     return paths.model, cfg.tokenizer or paths.tokenizer
 
 
@@ -105,7 +105,7 @@ def run(cfg: RLCurationConfig, inputs: dict[str, Path], out_dir: Path, rollout: 
         progress.report(len(cfg.sources), len(cfg.sources) + 1, f"rl curation: agreement filter on {len(filtering)}")
         model, tokenizer = filter_model(cfg.agreement, inputs)
         agreements = run_agreement_filter(filtering, cfg.agreement, rollout, sandbox, model, tokenizer)
-        write_agreements(out_dir / "agreement.parquet", agreements)
+        write_agreements(out_dir / artifacts.AGREEMENT, agreements)
         dropped = {a.problem_id: a for a in agreements if not a.kept}
         for label, raw, problem in kept:
             if (a := dropped.get(problem.id)) is not None:
@@ -114,9 +114,9 @@ def run(cfg: RLCurationConfig, inputs: dict[str, Path], out_dir: Path, rollout: 
         kept = [(label, raw, p) for label, raw, p in kept if p.id not in dropped]
 
     problems = [p for _, _, p in kept]
-    n = write_problems(out_dir / "problems.parquet", problems)
-    rejects.write(out_dir / "rejects.jsonl")
-    _card(cfg, counts, rejects, problems, agreements, len(filtering)).write(out_dir / "card.md")
+    n = write_problems(out_dir / artifacts.PROBLEMS, problems)
+    rejects.write(out_dir / artifacts.REJECTS)
+    _card(cfg, counts, rejects, problems, agreements, len(filtering)).write(out_dir / artifacts.CARD)
     progress.report(1, 1, f"rl curation: {n} problems")
     per_source = Counter(p.source for p in problems)
     metrics: dict[str, float] = {
@@ -183,7 +183,7 @@ def _card(cfg: RLCurationConfig, counts: list[SourceCounts], rejects: RejectLog,
 
 
 def main() -> None:
-    from pipeline.cli import stage_main
+    from orchestrator.cli import stage_main
 
     stage_main("rl_curation")
 

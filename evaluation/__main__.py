@@ -18,9 +18,9 @@ from evaluation.checkpoint import resolve_checkpoint
 from evaluation.evaluate import evaluate_checkpoint
 from evaluation.math_eval import SAMPLE_STORE
 from evaluation.report import checkpoint_table, general_table
-from pipeline import progress
-from pipeline.paths import resolve_local
-from pipeline.store import ArtifactStore
+from orchestrator.store import ArtifactStore
+from stagekit import progress
+from stagekit.paths import resolve_local
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
         results = evaluate_checkpoint(ckpt, cfg.eval, cfg.rollout, cfg.sandbox, out, sample_root)
     print(f"\n{ckpt.label} ({ckpt.identity})\n")
     print(checkpoint_table(results))
-    if general := general_table(results["general"]):
+    if general := general_table(results.general):
         print("\n" + general)
     print(f"\nwritten to {out} (card.md, results.json, samples/*.parquet); "
           f"one problem's samples: python -m evaluation.show {out}/samples/<benchmark>.parquet --problem ID")

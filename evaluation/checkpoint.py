@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from stagekit import artifacts
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -34,15 +36,15 @@ def resolve_checkpoint(location: str, label: str | None = None) -> Checkpoint:
     if not path.exists():
         return Checkpoint(location, location, f"hub:{location}", label or location.rsplit("/", 1)[-1])
     path = path.resolve()
-    manifest = path / "manifest.json"
+    manifest = path / artifacts.MANIFEST
     if manifest.exists():  # a pipeline artifact: sft and rl stages keep the model in model/, assets records it
         record = json.loads(manifest.read_text())
-        assets = path / "assets.json"
+        assets = path / artifacts.ASSETS
         if assets.exists():
             names = json.loads(assets.read_text())
             model, tok = str(path / names["model"]), str(path / names["tokenizer"])
         else:
-            model = tok = str(path / "model")
+            model = tok = str(path / artifacts.MODEL)
         if not (Path(model) / "config.json").exists():
             raise FileNotFoundError(f"checkpoint {location}: artifact of stage {record.get('stage')!r} has no model "
                                     f"at {model}")

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from configs.eval import LMEvalConfig, LMEvalTask
-from pipeline.paths import resolve_local
+from stagekit.paths import resolve_local
 
 log = logging.getLogger(__name__)
 

@@ -17,21 +17,22 @@ from configs.eval import EvalConfig
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from evaluation.checkpoint import resolve_checkpoint
-from evaluation.evaluate import evaluate_checkpoint, flat_metrics
-from pipeline.workdir import WorkDir
+from evaluation.evaluate import evaluate_checkpoint
+from stagekit.workdir import WorkDir
 
 SAMPLE_STORE = "eval_samples"  # beside the work directories of every stage
 
 
-def run(cfg: EvalConfig, rollout: RolloutConfig, sandbox: SandboxConfig, checkpoint: str, inputs: dict[str, Path],
+def run(cfg: EvalConfig, rollout: RolloutConfig, sandbox: SandboxConfig, label: str, inputs: dict[str, Path],
         out_dir: Path, work: WorkDir) -> dict:
-    ckpt = resolve_checkpoint(str(inputs[checkpoint]), label=checkpoint)
+    """Evaluate `inputs["checkpoint"]` (an `sft` or `rl_stage*` artifact), named `label` in reports."""
+    ckpt = resolve_checkpoint(str(inputs["checkpoint"]), label=label)
     results = evaluate_checkpoint(ckpt, cfg, rollout, sandbox, out_dir, work.root.parent / SAMPLE_STORE)
-    return flat_metrics(results)
+    return results.manifest_metrics()
 
 
 def main() -> None:
-    from pipeline.cli import stage_main
+    from orchestrator.cli import stage_main
 
     stage_main("eval_sft")
 

@@ -7,9 +7,10 @@ together name a store directory; inside it a sample is keyed by the problem's pr
 its index j, and drawn with a seed of (eval seed, prompt, j). So raising k from 4 to 16
 draws only samples 4-15, an evaluation killed mid-way resumes from its last saved chunk,
 and a benchmark file that gains or changes a problem redraws that problem only.
-Scores are not stored: they are recomputed from the answers on every run (cheap), so a
-corrected reference never needs a redraw. Failed trajectories (engine errors) are not
-stored either: they are counted, and drawn again next time.
+A sample is scored as it is drawn (the runtime's one scored-sampling call) and stored with
+its score and the reference it was scored against; a corrected reference rescores the
+stored answer (evaluation/evaluate.py), never redraws it. Failed trajectories (engine
+errors) are not stored: they are counted, and drawn again next time.
 """
 
 from __future__ import annotations
@@ -25,17 +26,17 @@ from configs.eval import EvalConfig
 from configs.fields import key_view
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
-from evaluation.benchmarks import EvalProblem
-from pipeline import progress
-from pipeline.code_version import code_version
-from pipeline.keys import digest_json
+from evaluation.problem_sets import EvalProblem
+from orchestrator.code_version import code_version
+from orchestrator.keys import digest_json
 from rollout.runtime import RolloutRuntime
 from rollout.trajectory import Trajectory
+from stagekit import progress
 
 log = logging.getLogger(__name__)
 
 SAMPLE_COLUMNS = ("prompt_sha", "sample", "seed", "final_answer", "response_tokens", "generated_tokens",
-                  "num_turns", "finish_reason", "tool_statuses", "text")
+                  "num_turns", "finish_reason", "tool_statuses", "text", "score", "scored_against")
 
 
 def generation_key(model_identity: str, cfg: EvalConfig, rollout: RolloutConfig, sandbox: SandboxConfig) -> str:
@@ -77,8 +78,9 @@ def sample_row(t: Trajectory, problem: EvalProblem, rt: RolloutRuntime) -> dict:
         "prompt_sha": problem.prompt_sha, "sample": t.sample_index, "seed": t.seed,
         "final_answer": t.final_answer, "response_tokens": t.response_tokens,
         "generated_tokens": t.generated_tokens, "num_turns": t.num_turns, "finish_reason": t.finish_reason,
-        "tool_statuses": [c.status for c in t.tool_calls],
+        "tool_statuses": list(t.call_statuses),
         "text": rt.fmt.decode(t.prompt_ids + t.response_ids),
+        "score": t.reward, "scored_against": problem.reference_key,
     }
 
 
@@ -88,16 +90,16 @@ def missing_samples(problems: list[EvalProblem], k: int, have: dict[tuple[str, i
 
 async def draw(rt: RolloutRuntime, problems: list[EvalProblem], todo: list[tuple[int, int]], cfg: EvalConfig,
                store: SampleStore) -> int:
-    """Roll out `todo` in chunks, saving each chunk; returns how many trajectories failed."""
-    prompts, keys = [p.prompt for p in problems], [p.prompt_sha for p in problems]
+    """Roll out and score `todo` in chunks, saving each chunk; returns how many trajectories failed."""
+    samples = [p.to_sample() for p in problems]
+    settings = rt.cfg.sampling(cfg.temperature, cfg.max_response_tokens, cfg.max_turns, cfg.seed)
     size = cfg.chunk_trajectories
     chunks = [todo[a:a + size] for a in range(0, len(todo), size)]
     failed = 0
     for n, chunk in enumerate(chunks):
         with progress.step(n, len(chunks)):
-            trajs = await rt.rollout_samples(prompts, chunk, cfg.max_turns, cfg.max_response_tokens,
-                                             cfg.temperature, cfg.seed, seed_keys=keys)
-        store.add([sample_row(t, problems[t.problem_index], rt) for t in trajs if not t.failed])
-        failed += sum(t.failed for t in trajs)
+            groups = await rt.sample_and_score(samples, cfg.samples_per_problem, settings, only=chunk)
+        store.add([sample_row(t, problems[t.problem_index], rt) for t in groups.trajectories() if not t.failed])
+        failed += groups.failed
         log.info("evaluation: chunk %d/%d saved (%d trajectories)", n + 1, len(chunks), len(chunk))
     return failed

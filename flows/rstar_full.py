@@ -15,12 +15,12 @@ from prefect.states import Cancelled
 from configs.load import load_config
 from configs.schema import PipelineConfig
 from flows.rstar_stage import dispatch
-from pipeline.hardware import check_hardware
-from pipeline.launcher import StageCancelledError
-from pipeline.paths import REPO_ROOT
-from pipeline.runner import resolve_upstream
-from pipeline.stages import STAGES, StageSpec
-from pipeline.store import ArtifactRef, ArtifactStore
+from orchestrator.hardware import check_hardware
+from orchestrator.launcher import StageCancelledError
+from orchestrator.runner import resolve_upstream
+from orchestrator.stages import STAGES, StageSpec
+from orchestrator.store import ArtifactRef, ArtifactStore
+from stagekit.paths import REPO_ROOT
 from tasks.cache import run_cached
 from tasks.summaries import artifact_key
 
@@ -50,7 +50,7 @@ def run_pipeline(
     only: str | None = None,
     force: list[str] | None = None,
     until: str | None = None,
-    stages_path: str = "pipeline.stages:STAGES",
+    stages_path: str = "orchestrator.stages:STAGES",
 ) -> dict[str, dict]:
     """The flow's body, over any ordered stage list (tests use toy stages, importable as
     `stages_path` by the workers of other pools)."""

@@ -15,11 +15,11 @@ from prefect.deployments import run_deployment
 from prefect.states import Cancelled
 
 from configs.schema import PipelineConfig
-from pipeline.hardware import check_hardware
-from pipeline.keys import stage_key
-from pipeline.launcher import StageCancelledError
-from pipeline.stages import StageSpec, load_stages
-from pipeline.store import ArtifactRef, ArtifactStore
+from orchestrator.hardware import check_hardware
+from orchestrator.keys import stage_key
+from orchestrator.launcher import StageCancelledError
+from orchestrator.stages import StageSpec, load_stages
+from orchestrator.store import ArtifactRef, ArtifactStore
 from tasks.cache import run_cached
 
 DEPLOYMENT_FLOW = "rstar-stage"
@@ -27,7 +27,7 @@ DEPLOYMENT_FLOW = "rstar-stage"
 
 @flow(name=DEPLOYMENT_FLOW, flow_run_name="{stage}")
 def rstar_stage(
-    stage: str, config: dict, upstream: dict[str, dict], force: bool = False, stages: str = "pipeline.stages:STAGES"
+    stage: str, config: dict, upstream: dict[str, dict], force: bool = False, stages: str = "orchestrator.stages:STAGES"
 ) -> dict:
     """Run one stage here, on this pool's worker; `stages` names the stage registry."""
     spec = {s.name: s for s in load_stages(stages)}[stage]

@@ -1,7 +1,7 @@
 """The one answer module (SPEC §5, §8): what the model answered, and what an answer means.
 
 Used by the reward (rollout/reward.py), the RL labels and the agreement filter
-(data_prep/integers.py, data_prep/agreement.py) and evaluation, so that a label, a
+(datalib/integers.py, data_prep/agreement.py) and evaluation, so that a label, a
 filter-model sample and a scored rollout are read by the same rules:
 
 - `final_answer(turns)`: the last `\\boxed{}` of the last `<answer>` block, else the last
@@ -10,7 +10,10 @@ filter-model sample and a scored rollout are read by the same rules:
   in one pass; `\\{` and `\\}` are literal braces, as in LaTeX.
 - `parse_integer(value, max_digits)`: one strict parser for labels and model answers;
   raises `NotAnInteger` with a reason (`empty_answer`, `not_integer`, `complex_format`,
-  `too_large`, `inexact_float`). `integer_answer(turns)` is the model-side shortcut.
+  `too_large`, `inexact_float`). `answer_integer(answer)` reads an extracted answer the same
+  way, None where it is no integer; `integer_answer(turns)` is the model-side shortcut.
+- `IntegerReference`: a label matched by those integer rules instead of math-verify (the
+  agreement filter of RL curation, SPEC §8).
 - `choice_letter` / `letters_match` / `LetterReference`: GPQA-style letters (SPEC §5).
 - `TOOL_CALL`: the canonical `<tool_call>` pattern (an unclosed call runs to the end of its turn).
 
@@ -243,15 +246,20 @@ def parse_integer(value: object, max_digits: int = INT64_DIGITS) -> int:
     raise NotAnInteger("complex_format", shown)
 
 
-def integer_answer(turns: str | Sequence[str], max_digits: int = INT64_DIGITS) -> int | None:
-    """The model's final answer as an integer, by the rules labels follow; None otherwise."""
-    answer = final_answer(turns)
+def answer_integer(answer: str | None, max_digits: int = INT64_DIGITS) -> int | None:
+    """An extracted answer as an integer, by the rules labels follow; None for no answer, a
+    non-integer, or one longer than `max_digits` (no int64 label can equal it)."""
     if answer is None:
         return None
     try:
         return parse_integer(answer, max_digits)
     except NotAnInteger:
         return None
+
+
+def integer_answer(turns: str | Sequence[str], max_digits: int = INT64_DIGITS) -> int | None:
+    """The model's final answer as an integer, by the rules labels follow; None otherwise."""
+    return answer_integer(final_answer(turns), max_digits)
 
 
 _LETTER = re.compile(r"[(\[]?\s*([A-Za-z])\s*[)\]]?\s*[.:]?", _A)
@@ -287,3 +295,11 @@ class LetterReference:
     def __post_init__(self) -> None:
         if choice_letter(self.letter, self.letters) is None:
             raise ValueError(f"reference {self.letter!r} is not one of the letters {self.letters}")
+
+
+@dataclass(frozen=True)
+class IntegerReference:
+    """An integer label: `rollout.reward` scores 1 when the answer reads as this integer
+    (`answer_integer`), without math-verify (SPEC §8's agreement rule)."""
+
+    value: int

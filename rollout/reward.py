@@ -5,7 +5,8 @@ the last `\\boxed{}` inside the last `<answer>` block, else the last `\\boxed{}`
 model's text. A string reference is matched by math-verify inside the sandbox's isolated
 workers; a verification that times out scores 0 and is counted
 (`Trajectory.verify_status == "timeout"`). A `LetterReference` (GPQA) is matched by
-letter here (`rollout.answer.letters_match`): no parser, nothing to isolate.
+letter here (`rollout.answer.letters_match`), an `IntegerReference` (RL curation's agreement
+filter) by the integer rules of `rollout.answer.answer_integer`: no parser, nothing to isolate.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from rollout.answer import LetterReference, letters_match
+from rollout.answer import IntegerReference, LetterReference, answer_integer, letters_match
 from rollout.trajectory import Trajectory
-from sandbox.types import VerifyResult
+from sandbox.types import VerifyResult, VerifyStatus
 
 log = logging.getLogger(__name__)
 
@@ -28,29 +30,49 @@ class Verifier(Protocol):
     async def verify_batch(self, pairs: list[tuple[str, str]]) -> list[VerifyResult]: ...
 
 
-async def score(trajectories: Sequence[Trajectory], references: Sequence[str | LetterReference],
-                sandbox: Verifier) -> list[float]:
+@dataclass(frozen=True)
+class Verdict:
+    """How one answer scored against its reference."""
+
+    reward: float  # 1.0 or 0.0
+    status: VerifyStatus  # ok | timeout | error; ok also when nothing needed verifying (no answer, a letter)
+    elapsed_s: float = 0.0  # time math-verify took in the isolated worker
+
+
+Reference = str | LetterReference | IntegerReference
+
+
+async def verify_answers(answers: Sequence[str | None], references: Sequence[Reference],
+                         sandbox: Verifier | None) -> list[Verdict]:
+    """The reward of each final answer (None: the model gave none) against its reference."""
+    if len(answers) != len(references):
+        raise ValueError(f"{len(answers)} answers but {len(references)} references")
+    verdicts = [Verdict(0.0, "ok")] * len(answers)
+    todo = [i for i, a in enumerate(answers) if a is not None and isinstance(references[i], str)]
+    # Verify the extracted answer only, re-boxed, so math-verify cannot pick up anything else.
+    pairs = [(f"\\boxed{{{answers[i]}}}", str(references[i])) for i in todo]
+    if pairs and sandbox is None:
+        raise ValueError(f"{len(pairs)} answers need math-verify, but no verifier was given")
+    results = await sandbox.verify_batch(pairs) if pairs else []
+    for i, result in zip(todo, results, strict=True):
+        verdicts[i] = Verdict(result.score if result.status == "ok" else 0.0, result.status, result.elapsed_s)
+    for i, ref in enumerate(references):
+        if isinstance(ref, LetterReference):
+            verdicts[i] = Verdict(float(letters_match(answers[i], ref.letter, ref.letters)), "ok")
+        elif isinstance(ref, IntegerReference):
+            verdicts[i] = Verdict(float(answer_integer(answers[i]) == ref.value), "ok")
+    counts = Counter(v.status for v in verdicts)
+    if counts["timeout"] or counts["error"]:
+        log.warning("verification: %d timed out, %d failed (scored 0)", counts["timeout"], counts["error"])
+    return verdicts
+
+
+async def score(trajectories: Sequence[Trajectory], references: Sequence[Reference],
+                sandbox: Verifier | None) -> list[float]:
     """Reward of each trajectory against its reference; also fills reward/verify_status/timing."""
     if len(trajectories) != len(references):
         raise ValueError(f"{len(trajectories)} trajectories but {len(references)} references")
-    rewards = [0.0] * len(trajectories)
-    todo = [i for i, t in enumerate(trajectories)
-            if t.final_answer is not None and not isinstance(references[i], LetterReference)]
-    # Verify the extracted answer only, re-boxed, so math-verify cannot pick up anything else.
-    pairs = [(f"\\boxed{{{trajectories[i].final_answer}}}", str(references[i])) for i in todo]
-    results = await sandbox.verify_batch(pairs) if pairs else []
-    for i, result in zip(todo, results, strict=True):
-        t = trajectories[i]
-        rewards[i] = result.score if result.status == "ok" else 0.0
-        t.verify_status = result.status
-        t.timings.verification_s = result.elapsed_s
-    for i, (t, ref) in enumerate(zip(trajectories, references, strict=True)):
-        if isinstance(ref, LetterReference):
-            rewards[i] = float(letters_match(t.final_answer, ref.letter, ref.letters))
-        t.reward = rewards[i]
-        if t.final_answer is None or isinstance(ref, LetterReference):
-            t.verify_status = "ok"  # nothing sent to verify: no answer scores 0, a letter is compared here
-    counts = Counter(t.verify_status for t in trajectories)
-    if counts["timeout"] or counts["error"]:
-        log.warning("verification: %d timed out, %d failed (scored 0)", counts["timeout"], counts["error"])
-    return rewards
+    verdicts = await verify_answers([t.final_answer for t in trajectories], references, sandbox)
+    for t, v in zip(trajectories, verdicts, strict=True):
+        t.reward, t.verify_status, t.timings.verification_s = v.reward, v.status, v.elapsed_s
+    return [v.reward for v in verdicts]

@@ -1,15 +1,19 @@
-"""The rollout runtime other packages use: problems in, trajectories out (SPEC §2, §4, §5).
+"""The rollout runtime other packages use: problems in, scored groups out (SPEC §2, §4, §5).
 
-async with build_runtime(cfg.rollout, cfg.sandbox, model_path, tokenizer_path) as rt:
-    groups = await rt.rollout(problems, samples_per_problem=16, max_turns=10,
-                              max_response_tokens=8192, temperature=1.0, seed=0)
-    groups.failed, groups.failures        # trajectories the engines never finished, and why
-    rewards = await rt.score([t for g in groups for t in g], references_repeated)
+async with build_runtime(cfg.rollout, cfg.sandbox, model_path, tokenizer_path, progress=report) as rt:
+    settings = cfg.rollout.sampling(temperature=1.0, max_response_tokens=8192, max_turns=10, seed=0)
+    groups = await rt.sample_and_score([Problem(text, answer) ...], samples_per_problem=16, settings=settings)
+    groups[i].scored, groups[i].solved     # problem i's finished trajectories, how many scored 1
+    groups.failed, groups.failures         # trajectories the engines never finished, and why
     await rt.update_weights(checkpoint_dir)   # after an RL step
 
+`sample_and_score` is the one loop of generate -> run tools -> verify in the project: RL
+steps, SFT's held-out check, the stage-3 filter, the agreement filter and evaluation all
+call it. What to compute from its groups lives in rollout/metrics.py.
+
 A failed trajectory (engine errors after every retry) stays in its group, so groups keep
-their size and order, with `failed` True, `finish_reason` "failed" and `failure` saying
-why; `score` gives it None. Training and filters must leave it out.
+their size and order, with `failed` True, `finish_reason` "failed", `failure` saying why
+and reward None; training, filters and metrics leave it out and count it.
 """
 
 from __future__ import annotations
@@ -18,22 +22,30 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 from transformers import AutoTokenizer
 
-from configs.rollout import RolloutConfig
+from configs.rollout import RolloutConfig, SamplingSettings
 from configs.sandbox import SandboxConfig
-from pipeline.progress import report
 from rollout.agent_loop import AgentState, ToolRunner, TurnLimits
 from rollout.engines.base import Engine, build_engines
+from rollout.groups import Problem, ScoredGroup, ScoredGroups
 from rollout.prompt import ChatFormat
-from rollout.reward import score
+from rollout.reward import Verifier, score
 from rollout.scheduler import get_scheduler
 from rollout.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
+
+# (done, total, message): the caller's progress hook (a stage passes stagekit.progress.report).
+ProgressFn = Callable[[float, float, str], None]
+
+
+class CodeService(ToolRunner, Verifier, Protocol):
+    """What the runtime needs of the sandbox client: tool calls run, answers verified."""
 
 
 def trajectory_seed(seed: int, problem_index: int | str, sample_index: int) -> int:
@@ -41,81 +53,58 @@ def trajectory_seed(seed: int, problem_index: int | str, sample_index: int) -> i
     return random.Random(f"{seed}:{problem_index}:{sample_index}").getrandbits(48)
 
 
-class RolloutGroups(list):
-    """One list of trajectories per problem (a plain list of lists), plus failure counts."""
-
-    @property
-    def failed(self) -> int:
-        """Trajectories recorded as failed (no engine answered a turn within the retries)."""
-        return sum(t.failed for group in self for t in group)
-
-    @property
-    def failures(self) -> Counter[str]:
-        """How many trajectories failed for each reason."""
-        return Counter(t.failure for group in self for t in group if t.failure is not None)
-
-    @property
-    def engine_retries(self) -> int:
-        """Generation requests that failed and were retried or given up, over all trajectories."""
-        return sum(t.engine_attempts for group in self for t in group)
-
-
 class RolloutRuntime:
     """Engines + sandbox + chat format, ready to roll out batches of problems."""
 
-    def __init__(self, cfg: RolloutConfig, fmt: ChatFormat, engines: Sequence[Engine], sandbox: ToolRunner) -> None:
+    def __init__(self, cfg: RolloutConfig, fmt: ChatFormat, engines: Sequence[Engine], sandbox: CodeService,
+                 progress: ProgressFn | None = None) -> None:
         self.cfg = cfg
         self.fmt = fmt
         self.engines = list(engines)
-        self.sandbox = sandbox
+        self.sandbox = sandbox  # runs tool calls and verifies answers (sandbox.client.SandboxClient)
+        self.progress = progress
         self._schedule = get_scheduler(cfg.scheduler)
 
-    async def rollout(
+    async def sample_and_score(
         self,
-        problems: list[str],
+        problems: Sequence[Problem],
         samples_per_problem: int,
-        max_turns: int,
-        max_response_tokens: int,
-        temperature: float,
-        seed: int,
-    ) -> RolloutGroups:
-        """`samples_per_problem` trajectories for each problem, one inner list per problem, in order."""
-        pairs = [(i, j) for i in range(len(problems)) for j in range(samples_per_problem)]
-        flat = await self.rollout_samples(problems, pairs, max_turns, max_response_tokens, temperature, seed)
-        groups = RolloutGroups(flat[i * samples_per_problem:(i + 1) * samples_per_problem]
-                               for i in range(len(problems)))
-        return groups
+        settings: SamplingSettings,
+        only: Sequence[tuple[int, int]] | None = None,
+    ) -> ScoredGroups:
+        """`samples_per_problem` scored trajectories for each problem, one group per problem, in order.
 
-    async def rollout_samples(
-        self,
-        problems: list[str],
-        samples: Sequence[tuple[int, int]],
-        max_turns: int,
-        max_response_tokens: int,
-        temperature: float,
-        seed: int,
-        seed_keys: Sequence[str] | None = None,
-    ) -> list[Trajectory]:
-        """One trajectory per (problem index, sample index) pair, in order.
-
-        Sample j of problem i draws with `trajectory_seed(seed, key, j)`, key = `seed_keys[i]`
-        (default: i), so a sample is the same whichever other samples are rolled out with it
-        (evaluation keys on the problem's text and tops up k without redrawing).
+        `only`: draw just these (problem index, sample index) pairs (evaluation tops up the
+        samples its store lacks); the other groups come back empty. Sample j of problem i is
+        the same whichever other samples are drawn with it (see `Problem.seed_key`).
         """
+        pairs = only if only is not None else [(i, j) for i in range(len(problems)) for j in range(samples_per_problem)]
+        t0 = time.perf_counter()
+        flat = await self._generate(problems, pairs, settings)
+        t1 = time.perf_counter()
+        finished = [t for t in flat if not t.failed]  # a failed one is not verified and keeps reward None
+        await score(finished, [problems[t.problem_index].reference for t in finished], self.sandbox)
+        groups = [ScoredGroup(i, p) for i, p in enumerate(problems)]
+        for t in flat:
+            groups[t.problem_index].trajectories.append(t)
+        return ScoredGroups(groups, rollout_s=t1 - t0, verification_s=time.perf_counter() - t1)
+
+    async def _generate(self, problems: Sequence[Problem], pairs: Sequence[tuple[int, int]],
+                        settings: SamplingSettings) -> list[Trajectory]:
         limits = TurnLimits(
-            max_turns=max_turns,
-            max_response_tokens=max_response_tokens,
-            temperature=temperature,
-            top_p=self.cfg.top_p,
+            max_turns=settings.max_turns,
+            max_response_tokens=settings.max_response_tokens,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
             max_tool_calls_per_turn=self.cfg.max_tool_calls_per_turn,
         )
         prompts: dict[int, list[int]] = {}
         flat: list[Trajectory] = []
-        for i, j in samples:
+        for i, j in pairs:
             if i not in prompts:
-                prompts[i] = self.fmt.prompt_ids(problems[i])
-            key = seed_keys[i] if seed_keys is not None else i
-            flat.append(Trajectory(i, j, list(prompts[i]), seed=trajectory_seed(seed, key, j)))
+                prompts[i] = self.fmt.prompt_ids(problems[i].text)
+            key = problems[i].seed_key if problems[i].seed_key is not None else i
+            flat.append(Trajectory(i, j, list(prompts[i]), seed=trajectory_seed(settings.seed, key, j)))
         states = [AgentState(t, self.fmt, limits) for t in flat]
 
         total, done = len(states), 0
@@ -124,9 +113,9 @@ class RolloutRuntime:
         def on_done(_: Trajectory) -> None:
             nonlocal done
             done += 1
-            report(done, total, f"rollout: {done}/{total} trajectories")
+            self._report(done, total, f"rollout: {done}/{total} trajectories")
 
-        report(0, total, f"rollout: 0/{total} trajectories")
+        self._report(0, total, f"rollout: 0/{total} trajectories")
         await self._schedule(states, self.engines, self.sandbox, on_done, self.cfg)
         elapsed = time.perf_counter() - start
         tokens = sum(t.generated_tokens for t in flat)
@@ -138,16 +127,9 @@ class RolloutRuntime:
                         failed, total, retries, dict(Counter(t.failure for t in flat if t.failed)))
         return flat
 
-    async def score(self, trajectories: Sequence[Trajectory], references: Sequence[str]) -> list[float | None]:
-        """Reward per trajectory, in order; None for a failed one (it is not verified and keeps reward None)."""
-        if len(trajectories) != len(references):
-            raise ValueError(f"{len(trajectories)} trajectories but {len(references)} references")
-        kept = [i for i, t in enumerate(trajectories) if not t.failed]
-        rewards = await score([trajectories[i] for i in kept], [references[i] for i in kept], self.sandbox)  # type: ignore[arg-type]
-        out: list[float | None] = [None] * len(trajectories)
-        for i, reward in zip(kept, rewards, strict=True):
-            out[i] = reward
-        return out
+    def _report(self, done: float, total: float, message: str) -> None:
+        if self.progress is not None:
+            self.progress(done, total, message)
 
     async def update_weights(self, path: str) -> None:
         """Push new policy weights to every engine and drop prefixes cached under the old ones."""
@@ -159,7 +141,7 @@ class RolloutRuntime:
 @asynccontextmanager
 async def build_runtime(
     rollout_cfg: RolloutConfig, sandbox_cfg: SandboxConfig, model_path: str, tokenizer_path: str,
-    sandbox: ToolRunner | None = None,
+    sandbox: CodeService | None = None, progress: ProgressFn | None = None,
 ) -> AsyncIterator[RolloutRuntime]:
     """Start engines and the sandbox (a local service when `sandbox_cfg.urls` is empty); close both after.
     A caller that already holds a sandbox client passes it as `sandbox` (it stays open)."""
@@ -170,10 +152,10 @@ async def build_runtime(
     engines = build_engines(rollout_cfg, model_path, tokenizer)
     try:
         if sandbox is not None:
-            yield RolloutRuntime(rollout_cfg, fmt, engines, sandbox)
+            yield RolloutRuntime(rollout_cfg, fmt, engines, sandbox, progress)
         else:
             async with build_sandbox(sandbox_cfg) as own:
-                yield RolloutRuntime(rollout_cfg, fmt, engines, own)
+                yield RolloutRuntime(rollout_cfg, fmt, engines, own, progress)
     finally:
         for engine in engines:
             await engine.aclose()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rollout.metrics import Outcome
 from sandbox.types import CallStatus, VerifyStatus
 
 # stop: a turn closed by end-of-turn without a tool call; eos: a turn ended by the model's
@@ -71,6 +72,17 @@ class Trajectory:
     @property
     def failed(self) -> bool:
         return self.failure is not None
+
+    @property
+    def call_statuses(self) -> tuple[CallStatus, ...]:
+        """Status of each tool call, in call order (what p_err and the tool-error ratio count)."""
+        return tuple(c.status for c in self.tool_calls)
+
+    def outcome(self) -> Outcome:
+        """This trajectory as rollout.metrics sees it; it must have been scored."""
+        if self.reward is None:
+            raise ValueError(f"trajectory {self.problem_index}/{self.sample_index} has no reward (failed or unscored)")
+        return Outcome(self.reward, self.call_statuses, self.final_answer, self.response_tokens, self.finish_reason)
 
     @property
     def num_turns(self) -> int:

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import aiohttp
 
 from configs.sandbox import SandboxConfig
-from pipeline.paths import REPO_ROOT
 from sandbox.batcher import Batcher
+from sandbox.locations import SOURCE_ROOT
 from sandbox.types import InvalidCall, SandboxResult, ToolCall, VerifyResult
 
 log = logging.getLogger(__name__)
@@ -173,11 +173,11 @@ class SandboxClient:
             port = probe.getsockname()[1]
         fd, self.server_log = tempfile.mkstemp(prefix="sandbox-server-", suffix=".log")
         env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(SOURCE_ROOT), os.environ.get("PYTHONPATH")]))}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "sandbox.server", "--host", "127.0.0.1", "--port", str(port),
              "--config-json", self.cfg.model_dump_json(), "--exit-with-parent"],
-            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
+            cwd=SOURCE_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group: stopping it reaches every helper it started
         )
         os.close(fd)

@@ -20,11 +20,11 @@ import time
 from collections import Counter
 
 from configs.sandbox import SandboxConfig
-from pipeline.paths import REPO_ROOT
 from sandbox import feedback as fb
 from sandbox import isolation
 from sandbox.child import HEADER, READY
 from sandbox.feedback import Clip, StreamCapture
+from sandbox.locations import SOURCE_ROOT
 from sandbox.pipe_pump import PipePump
 from sandbox.types import SandboxResult
 from sandbox.zygote_link import Child, ZygoteLink
@@ -59,7 +59,7 @@ class Executor:
                 "huge_pages",
             }),
             "uid_base": self.uid_base,
-            "hidden_paths": cfg.hidden_paths + ([str(REPO_ROOT), str(REPO_ROOT.parent / "shared")]
+            "hidden_paths": cfg.hidden_paths + ([str(SOURCE_ROOT), str(SOURCE_ROOT.parent / "shared")]
                                                 if cfg.hide_project_data else []),
             "slots": self.slots, "drop_uid": self.drop_uid, "keep_chars": cfg.max_output_chars,
             "scratch_root": self.scratch_root,

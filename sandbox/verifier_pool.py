@@ -15,7 +15,7 @@ import time
 from collections import Counter
 
 from configs.sandbox import SandboxConfig
-from pipeline.paths import REPO_ROOT
+from sandbox.locations import SOURCE_ROOT
 from sandbox.types import VerifyResult
 from sandbox.zygote_link import CLEAN_ENV
 
@@ -39,7 +39,7 @@ class VerifierPool:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "sandbox.verifier", "--timeout-s", str(self.cfg.verify_timeout_s),
             "--memory-mb", str(self.cfg.verify_memory_mb),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=CLEAN_ENV, cwd=REPO_ROOT,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=CLEAN_ENV, cwd=SOURCE_ROOT,
         )
         self._all.add(proc)
         line = await asyncio.wait_for(proc.stdout.readline(), self.cfg.startup_timeout_s)

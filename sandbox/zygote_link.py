@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline.paths import REPO_ROOT
+from sandbox.locations import SOURCE_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ CLEAN_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
     "LC_ALL": "C.UTF-8",
-    "PYTHONPATH": str(REPO_ROOT),
+    "PYTHONPATH": str(SOURCE_ROOT),
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONIOENCODING": "utf-8",
     "OMP_NUM_THREADS": "1",  # threads would make fork unsafe and RLIMIT_AS tight
@@ -77,7 +77,7 @@ class ZygoteLink:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         cmd = [sys.executable, "-m", "sandbox.zygote", "--control-fd", str(theirs.fileno()),
                "--settings-json", json.dumps(self.settings)]
-        self.proc = subprocess.Popen(cmd, env=CLEAN_ENV, pass_fds=[theirs.fileno()], cwd=REPO_ROOT,
+        self.proc = subprocess.Popen(cmd, env=CLEAN_ENV, pass_fds=[theirs.fileno()], cwd=SOURCE_ROOT,
                                      stdin=subprocess.DEVNULL)
         theirs.close()
         ours.setblocking(False)

@@ -29,7 +29,7 @@ if ! { [ -f "$WORKER_PID" ] && kill -0 "$(cat "$WORKER_PID")" 2>/dev/null; }; th
   echo $! >"$WORKER_PID"
 fi
 
-UNTIL="$(python -m pipeline.status --last-implemented)"
+UNTIL="$(python -m orchestrator.status --last-implemented)"
 echo "running rstar-full/tiny up to the last implemented stage: $UNTIL"
 # RSTAR_DEMO_SET: dotted overrides for this run, split like a shell line (CI cuts SFT short
 # with it). Parsed once; the flow run and the status table below get the same list.
@@ -42,7 +42,7 @@ prefect deployment run rstar-full/tiny --watch --watch-timeout 3600 --params "$P
 
 echo
 SETS=(); for o in "${OVERRIDES[@]}"; do SETS+=(--set "$o"); done
-python -m pipeline.status --config configs/tiny.yaml "${SETS[@]}"
+python -m orchestrator.status --config configs/tiny.yaml "${SETS[@]}"
 echo
 echo "Prefect UI:  $PREFECT_UI_URL  (flow runs: $PREFECT_UI_URL/runs)"
 echo "Artifacts:   $REPO/.rstar/artifacts  (one directory per stage and content digest, manifest.json inside)"

@@ -21,10 +21,10 @@ from prefect.locking.filesystem import FileSystemLockManager
 from prefect.locking.protocol import LockManager
 
 from configs.schema import PipelineConfig, RunConfig
-from pipeline.keys import stage_key
-from pipeline.paths import REPO_ROOT
-from pipeline.stages import StageSpec
-from pipeline.store import ArtifactRef, ArtifactStore
+from orchestrator.keys import stage_key
+from orchestrator.stages import StageSpec
+from orchestrator.store import ArtifactRef, ArtifactStore
+from stagekit.paths import REPO_ROOT
 from tasks.stage_task import run_stage_task
 
 

@@ -1,6 +1,6 @@
 """The one Prefect task every stage runs through (SPEC §1, §10).
 
-A stage declared `long_running` runs as a watched child process (pipeline/launcher.py):
+A stage declared `long_running` runs as a watched child process (orchestrator/launcher.py):
 its output lines go to this task's run logs, its progress to the `<stage>-progress`
 artifact, and cancelling the flow run stops its whole process tree. Other stages run in
 this process. Progress updates leave through a background thread, at most once per
@@ -27,11 +27,11 @@ from prefect.context import get_run_context
 from prefect.states import Cancelled
 
 from configs.schema import PipelineConfig
-from pipeline import progress
-from pipeline.launcher import LaunchHooks, StageCancelledError, launch_stage
-from pipeline.runner import run_stage
-from pipeline.stages import StageSpec
-from pipeline.store import ArtifactRef, ArtifactStore
+from orchestrator.launcher import LaunchHooks, StageCancelledError, launch_stage
+from orchestrator.runner import run_stage
+from orchestrator.stages import StageSpec
+from orchestrator.store import ArtifactRef, ArtifactStore
+from stagekit import artifacts, progress
 from tasks.summaries import artifact_key, csv_table, image_data_url, manifest_markdown
 
 PROGRESS_INTERVAL_S = 1.0
@@ -59,8 +59,8 @@ def run_stage_task(
         key=artifact_key(stage, "manifest"), markdown=manifest_markdown(store.manifest(ref)),
         description=f"{stage}: manifest and metrics",
     )
-    if (local / "card.md").exists():
-        create_markdown_artifact(key=artifact_key(stage, "card"), markdown=(local / "card.md").read_text())
+    if (local / artifacts.CARD).exists():
+        create_markdown_artifact(key=artifact_key(stage, "card"), markdown=(local / artifacts.CARD).read_text())
     _figures(stage, local)
     return ref.model_dump()
 

@@ -8,15 +8,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # tiny models run many times fast
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+import json  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
 
 from assets.paths import AssetPaths, asset_paths  # noqa: E402
 from configs.schema import PipelineConfig  # noqa: E402
-from pipeline.runner import run_stage  # noqa: E402
-from pipeline.stages import get_stage  # noqa: E402
-from pipeline.store import ArtifactStore  # noqa: E402
+from orchestrator.runner import run_stage  # noqa: E402
+from orchestrator.stages import get_stage  # noqa: E402
+from orchestrator.store import ArtifactStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -42,5 +45,34 @@ def tiny_assets() -> AssetPaths:
 
 @pytest.fixture(scope="session")
 def tiny_assets_dir(tiny_assets) -> Path:
-    """The `assets` artifact directory itself (stages take it as their `assets` input)."""
+    """The `assets` artifact directory itself (what sft takes as `base`, rl_curation as `filter_model`)."""
     return Path(tiny_assets.model).parent
+
+
+# The project chat template, and a render check (datalib and data_prep tests).
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_assets):
+    """The small BPE tokenizer carrying the project's Qwen3 chat template."""
+    return AutoTokenizer.from_pretrained(tiny_assets.tokenizer)
+
+
+def _assert_renders(tokenizer, row: dict) -> str:
+    """The chat template accepts the row and shows every message, call and tool in it."""
+    tools = json.loads(row["tools"]) or None
+    text = tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=False)
+    for m in row["messages"]:
+        assert m["content"].strip() in text, (row["id"], m["role"], m["content"][:80])
+        for call in m["tool_calls"] or ():
+            fn = call["function"]
+            assert f'{{"name": "{fn["name"]}", "arguments": {fn["arguments"]}}}' in text
+            assert isinstance(json.loads(fn["arguments"]), dict)
+    for tool in tools or ():
+        assert json.dumps(tool["function"]["name"]) in text
+    return text
+
+
+@pytest.fixture(scope="session")
+def assert_renders(tokenizer) -> Callable[[dict], str]:
+    return lambda row: _assert_renders(tokenizer, row)

@@ -16,14 +16,14 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from pipeline import progress
+from stagekit import artifacts, progress
 
 COLUMNS = ("step", "epoch", "loss", "learning_rate", "grad_norm", "tokens_per_s", "num_tokens")
 
 
 class CurveLogger(TrainerCallback):
     def __init__(self, out_dir: Path) -> None:
-        self.csv_path = out_dir / "curves.csv"
+        self.csv_path = out_dir / artifacts.CURVES
         self.rows: list[dict] = []
         self._last: tuple[float, float] | None = None  # (time, num_tokens) at the previous log
 

@@ -1,63 +1,47 @@
 """Accuracy of a checkpoint on held-out problems, through the rollout runtime and the code
 service (the model writes code, the service runs it, the reward scores it; SPEC §2-§5).
 
-The standard error treats problems as the unit: the samples of one problem are not
-independent, so it is the spread of per-problem accuracy over problems, / sqrt(problems).
+Accuracy is pass@1 as evaluation computes it (rollout/metrics.py): the mean over
+problems of each problem's mean reward, with its standard error over problems. Until
+issue 20 the mean here was taken over samples while the standard error was over
+problems; the two agree when no trajectory fails, and problems-first is the definition
+(SPEC §9) that keeps a problem from weighing less because an engine lost one of its samples.
+Tool calls per trajectory are likewise over the scored trajectories only, as everywhere.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-from dataclasses import dataclass
 
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
+from configs.schema import SFTHeldoutConfig
+from datalib.eval_texts import synthetic_eval_set
+from rollout.groups import Problem
+from rollout.metrics import SampleSummary, summarise
 from rollout.runtime import build_runtime
+from stagekit import progress
 
 
-@dataclass(frozen=True)
-class Accuracy:
-    mean: float  # mean reward over every scored sample
-    stderr: float  # over problems (see module docstring)
-    problems: int
-    samples: int  # scored samples (failed trajectories are left out and counted below)
-    failed: int
-    tool_calls_per_trajectory: float
-
-    def metrics(self, prefix: str) -> dict[str, float]:
-        return {f"{prefix}_accuracy": round(self.mean, 4), f"{prefix}_accuracy_stderr": round(self.stderr, 4),
-                f"{prefix}_samples": self.samples, f"{prefix}_failed": self.failed,
-                f"{prefix}_tool_calls_per_trajectory": round(self.tool_calls_per_trajectory, 3)}
+def heldout_metrics(summary: SampleSummary, prefix: str) -> dict[str, float]:
+    """The manifest's `<prefix>_accuracy`, `_accuracy_stderr`, `_samples`, `_failed`, `_tool_calls_per_trajectory`."""
+    return {f"{prefix}_accuracy": round(summary.pass1, 4), f"{prefix}_accuracy_stderr": round(summary.pass1_stderr, 4),
+            f"{prefix}_samples": summary.samples, f"{prefix}_failed": summary.failed,
+            f"{prefix}_tool_calls_per_trajectory": round(summary.tool_calls_per_trajectory, 3)}
 
 
-def summarise(per_problem: list[list[float]], failed: int, tool_calls: int) -> Accuracy:
-    scored = [r for rs in per_problem for r in rs]
-    means = [sum(rs) / len(rs) for rs in per_problem if rs]
-    n = len(means)
-    mean = sum(scored) / len(scored) if scored else 0.0
-    var = sum((m - sum(means) / n) ** 2 for m in means) / (n - 1) if n > 1 else 0.0
-    return Accuracy(mean, math.sqrt(var / n) if n else 0.0, n, len(scored), failed,
-                    tool_calls / max(len(scored) + failed, 1))
+async def _measure(cfg: SFTHeldoutConfig, model: str, tokenizer: str, rollout: RolloutConfig, sandbox: SandboxConfig,
+                   problems: int, samples: int) -> SampleSummary:
+    todo = [Problem(p.problem, str(p.answer)) for p in synthetic_eval_set(problems, cfg.seed)]
+    settings = rollout.sampling(cfg.temperature, cfg.max_response_tokens, cfg.max_turns, cfg.seed)
+    async with build_runtime(rollout, sandbox, model, tokenizer, progress=progress.report) as rt:
+        groups = await rt.sample_and_score(todo, samples, settings)
+    return summarise(groups.outcomes(), failed=groups.failed)
 
 
-async def _measure(model: str, tokenizer: str, problems: list[str], answers: list[str], rollout: RolloutConfig,
-                   sandbox: SandboxConfig, samples: int, max_turns: int, max_response_tokens: int,
-                   temperature: float, seed: int) -> Accuracy:
-    async with build_runtime(rollout, sandbox, model, tokenizer) as rt:
-        groups = await rt.rollout(problems, samples, max_turns, max_response_tokens, temperature, seed)
-        flat = [t for g in groups for t in g]
-        rewards = await rt.score(flat, [a for a in answers for _ in range(samples)])
-    per_problem: list[list[float]] = [[] for _ in problems]
-    for t, r in zip(flat, rewards, strict=True):
-        if r is not None:
-            per_problem[t.problem_index].append(float(r))
-    tool_calls = sum(len(t.tool_calls) for t in flat)
-    return summarise(per_problem, groups.failed, tool_calls)
-
-
-def heldout_accuracy(model: str, tokenizer: str, problems: list[str], answers: list[str], rollout: RolloutConfig,
-                     sandbox: SandboxConfig, samples: int, max_turns: int, max_response_tokens: int,
-                     temperature: float, seed: int) -> Accuracy:
-    return asyncio.run(_measure(model, tokenizer, problems, answers, rollout, sandbox, samples, max_turns,
-                                max_response_tokens, temperature, seed))
+def heldout_accuracy(cfg: SFTHeldoutConfig, model: str, tokenizer: str, rollout: RolloutConfig,
+                     sandbox: SandboxConfig, problems: int | None = None, samples: int | None = None) -> SampleSummary:
+    """pass@1 of `model` on the first `problems` (default `cfg.problems`) generated held-out
+    problems, `samples` (default `cfg.samples_per_problem`) each."""
+    return asyncio.run(_measure(cfg, model, tokenizer, rollout, sandbox, problems or cfg.problems,
+                                samples or cfg.samples_per_problem))

@@ -9,9 +9,10 @@ written to disk and loaded by `update_weights_from_disk` otherwise). The rollout
 step all finish before the update, so every step is on-policy. A step where no group
 survives selection is skipped and logged. Failed trajectories are counted and left out.
 
-Inputs: the policy of the stage before (`sft`, `rl_stage1`, `rl_stage2`) and the problems
-(`decontaminate`, or `stage3_filter` for stage 3). Stage 2 continues stage 1's optimizer,
-schedule and step count; stage 3 starts a fresh optimizer (SPEC §7). Problems are taken in
+Inputs, by role (orchestrator/stages.py wires them): `policy`, the model of the stage
+before (its `rl_state.json`, when it has one, says which global step to count from);
+`problems`; and, for stage 2, `optimizer`, whose optimizer and schedule it continues.
+Stage 3 has no `optimizer` input: it starts a fresh one (SPEC §7). Problems are taken in
 a seeded order that depends only on the step, and every random choice is seeded by the
 step, so a run killed and resumed from its last checkpoint repeats the same steps.
 Output: `model/`, `trainer_state/` (optimizer, schedule: what the next stage continues),
@@ -41,21 +42,19 @@ from transformers import AutoTokenizer
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from configs.schema import RLConfig, RLStageConfig
-from data_prep.records import RLProblem
-from data_prep.tables import read_problems
-from pipeline import progress
-from pipeline.workdir import WorkDir
+from datalib.records import RLProblem
+from datalib.tables import read_problems
+from rollout.groups import Problem
 from rollout.runtime import RolloutRuntime, build_runtime
 from rollout.trajectory import Trajectory
+from stagekit import artifacts, progress
+from stagekit.workdir import WorkDir
 from training.rl_metrics import RLCurves, plot_rl_curves, rollout_metrics, time_split
 from training.rl_policy import Policy
 from training.selection import rollouts_per_prompt, select_batch
 
 log = logging.getLogger(__name__)
 
-POLICY_FROM = {"rl_stage1": "sft", "rl_stage2": "rl_stage1", "rl_stage3": "rl_stage2"}
-PROBLEMS_FROM = {"rl_stage1": "decontaminate", "rl_stage2": "decontaminate", "rl_stage3": "stage3_filter"}
-STATE_FILE = "rl_state.json"  # {"global_step": …} at the end of a stage: where the next one counts from
 
 
 def step_problems(problems: list[RLProblem], step: int, per_step: int, seed: int) -> list[RLProblem]:
@@ -92,15 +91,12 @@ class StepRollout:
 async def rollout_step(rt: RolloutRuntime, problems: list[RLProblem], cfg: RLStageConfig, rl: RLConfig,
                        step: int, prm) -> StepRollout:
     """Roll out, reward and select one step's groups."""
-    t0 = time.perf_counter()
-    groups = await rt.rollout([p.problem for p in problems], rollouts_per_prompt(rl), cfg.max_turns,
-                              cfg.max_response_tokens, rl.temperature, seed=rl.seed * 1_000_003 + step)
-    t1 = time.perf_counter()
-    flat = [t for g in groups for t in g]
-    await rt.score(flat, [str(problems[t.problem_index].answer) for t in flat])
-    scored_groups = [[t for t in g if not t.failed] for g in groups]
-    outcome = [t.reward for g in scored_groups for t in g]
+    settings = rt.cfg.sampling(rl.temperature, cfg.max_response_tokens, cfg.max_turns, seed=rl.seed * 1_000_003 + step)
+    groups = await rt.sample_and_score([Problem(p.problem, str(p.answer)) for p in problems],
+                                       rollouts_per_prompt(rl), settings)
     t2 = time.perf_counter()
+    scored_groups = [g.scored for g in groups]
+    outcome = [t.reward for g in scored_groups for t in g]
     step_scores = None
     if prm is not None:
         step_scores = [prm.step_scores([problems[i].problem] * len(g), [t.model_text for t in g],
@@ -113,7 +109,7 @@ async def rollout_step(rt: RolloutRuntime, problems: list[RLProblem], cfg: RLSta
         advantages += sel.advantages
     scored = [t for g in scored_groups for t in g]
     metrics = rollout_metrics(scored, groups.failed, selections, outcome)
-    metrics |= time_split(scored, t1 - t0) | {"verification_s": t2 - t1, "selection_s": t3 - t2}
+    metrics |= time_split(scored, groups.rollout_s) | {"verification_s": groups.verification_s, "selection_s": t3 - t2}
     return StepRollout(kept, advantages, metrics, scored)
 
 
@@ -128,8 +124,8 @@ def _checkpoint(work: WorkDir, step: int, policy: Policy, out_dir: Path) -> None
     policy.accelerator.wait_for_everyone()
     if policy.rank == 0:
         with work.checkpoint(step) as path:
-            shutil.move(staging, path / "trainer_state")
-            shutil.copy(out_dir / "curves.csv", path / "curves.csv")
+            shutil.move(staging, path / artifacts.TRAINER_STATE)
+            shutil.copy(out_dir / artifacts.CURVES, path / artifacts.CURVES)
     policy.accelerator.wait_for_everyone()
 
 
@@ -149,28 +145,30 @@ def _load_prm(rl: RLConfig, scratch: Path, tokenizer_dir: Path):
 
 async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandbox: SandboxConfig, stage: str,
                  inputs: dict[str, Path], out_dir: Path, scratch: Path, work: WorkDir | None) -> dict:
-    policy_dir = inputs[POLICY_FROM[stage]]
-    problems = read_problems(inputs[PROBLEMS_FROM[stage]] / "problems.parquet")
+    policy_dir, problems_file = inputs["policy"], inputs["problems"] / artifacts.PROBLEMS
+    problems = read_problems(problems_file)
     if cfg.problems is not None:
         problems = problems[: cfg.problems]
     if not problems:
-        raise ValueError(f"{stage}: no problems in {inputs[PROBLEMS_FROM[stage]] / 'problems.parquet'}")
-    tokenizer = AutoTokenizer.from_pretrained(policy_dir / "model")
-    policy = Policy(str(policy_dir / "model"), rl, tokenizer.pad_token_id or 0)
-    first = json.loads((policy_dir / STATE_FILE).read_text())["global_step"] if stage != "rl_stage1" else 0
-    if stage == "rl_stage2":  # stage 3 starts a fresh optimizer (SPEC §7)
-        policy.load_state(policy_dir / "trainer_state")
+        raise ValueError(f"{stage}: no problems in {problems_file}")
+    model_dir = policy_dir / artifacts.MODEL
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    policy = Policy(str(model_dir), rl, tokenizer.pad_token_id or 0)
+    state_file = policy_dir / artifacts.RL_STATE  # an RL policy says where its steps ended; SFT's starts at 0
+    first = json.loads(state_file.read_text())["global_step"] if state_file.exists() else 0
+    if "optimizer" in inputs:
+        policy.load_state(inputs["optimizer"] / artifacts.TRAINER_STATE)
     ckpt = work.latest() if work else None
     done = ckpt.step if ckpt else 0
     if ckpt:
-        policy.load_state(ckpt.path / "trainer_state")
-        if (ckpt.path / "curves.csv").exists() and policy.rank == 0:  # the output dir starts empty per attempt
-            shutil.copy(ckpt.path / "curves.csv", out_dir / "curves.csv")
+        policy.load_state(ckpt.path / artifacts.TRAINER_STATE)
+        if (ckpt.path / artifacts.CURVES).exists() and policy.rank == 0:  # the output dir starts empty per attempt
+            shutil.copy(ckpt.path / artifacts.CURVES, out_dir / artifacts.CURVES)
         log.info("%s: resumed after step %d of %d", stage, done, cfg.steps)
     curves = RLCurves(out_dir, first + done) if policy.rank == 0 else None
     main = policy.rank == 0
-    prm = _load_prm(rl, scratch.parent, policy_dir / "model") if main else None
-    runtime = build_runtime(rollout, sandbox, str(policy_dir / "model"), str(policy_dir / "model")) if main \
+    prm = _load_prm(rl, scratch.parent, model_dir) if main else None
+    runtime = build_runtime(rollout, sandbox, str(model_dir), str(model_dir), progress=progress.report) if main \
         else nullcontext(None)
     async with runtime as rt:
         if main and ckpt:
@@ -201,13 +199,13 @@ async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandb
                 progress.report(i + 1, cfg.steps, f"{stage}: step {i + 1}/{cfg.steps}")
             if work and ((i + 1) % rl.checkpoint_every_steps == 0 or i + 1 == cfg.steps):
                 _checkpoint(work, i + 1, policy, out_dir)
-    policy.save_model(out_dir / "model", tokenizer)
-    policy.save_state(out_dir / "trainer_state")
+    policy.save_model(out_dir / artifacts.MODEL, tokenizer)
+    policy.save_state(out_dir / artifacts.TRAINER_STATE)
     if not main:
         return {}
     curves.close()
-    (out_dir / STATE_FILE).write_text(json.dumps({"global_step": first + cfg.steps}))
-    plot_rl_curves(out_dir / "curves.csv", out_dir / "curves.png", f"{stage} ({rl.algorithm})")
+    (out_dir / artifacts.RL_STATE).write_text(json.dumps({"global_step": first + cfg.steps}))
+    plot_rl_curves(out_dir / artifacts.CURVES, out_dir / artifacts.CURVES_PLOT, f"{stage} ({rl.algorithm})")
     last = curves.rows[-1] if curves.rows else {}
     skipped = sum(int(r["skipped"]) for r in curves.rows)
     return {"steps": cfg.steps, "global_step": first + cfg.steps, "skipped_steps": skipped,
@@ -229,7 +227,7 @@ def run(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandbox: Sandb
 def main() -> None:
     import sys
 
-    from pipeline.cli import stage_main
+    from orchestrator.cli import stage_main
 
     stage_main(sys.argv[sys.argv.index("--stage") + 1] if "--stage" in sys.argv else "rl_stage1")
 

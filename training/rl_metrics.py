@@ -2,7 +2,8 @@
 scalars beside it, and `curves.png` drawn at the end of the stage.
 
 Tool-error ratio is the share of tool calls whose status is not `ok`, over every
-trajectory and within the correct ones (the paper's Figure 4: RoC lowers the second).
+trajectory and within the correct ones (the paper's Figure 4: RoC lowers the second);
+it and p_format are rollout/metrics.py's, as everywhere.
 The time split is wall clock per phase of the step; rollout time is shared between
 generation and tool calls in proportion to the seconds trajectories spent awaiting each
 (they interleave, so the wall clock alone cannot separate them).
@@ -15,8 +16,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from rollout.metrics import p_format, tool_error_ratio
 from rollout.trajectory import Trajectory
-from training.selection import GroupSelection, p_format
+from stagekit import artifacts
+from training.selection import GroupSelection
 
 PLOTS = (
     ("reward", ("reward", "accuracy")),
@@ -41,17 +44,12 @@ def _quantile(values: Sequence[float], q: float) -> float:
     return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
 
 
-def _error_ratio(trajs: Sequence[Trajectory]) -> float:
-    calls = [c for t in trajs for c in t.tool_calls]
-    return sum(c.status != "ok" for c in calls) / len(calls) if calls else math.nan
-
-
 def rollout_metrics(scored: Sequence[Trajectory], failed: int, selections: Sequence[GroupSelection],
                     accuracy_rewards: Sequence[float]) -> dict[str, float]:
     """Metrics of the rolled-out trajectories (failed ones left out, counted) and the kept groups."""
     n = max(len(scored), 1)
     lengths = [t.response_tokens for t in scored]
-    correct = [t for t, r in zip(scored, accuracy_rewards, strict=True) if r > 0]
+    outcomes = [t.outcome() for t in scored]
     return {
         "trajectories": len(scored), "failed": failed,
         "reward": sum(t.reward or 0.0 for t in scored) / n,
@@ -60,9 +58,9 @@ def rollout_metrics(scored: Sequence[Trajectory], failed: int, selections: Seque
         "negatives_kept": sum(s.negatives_kept for s in selections),
         "groups_dropped": sum(s.dropped is not None for s in selections),
         "tool_calls_per_trajectory": sum(len(t.tool_calls) for t in scored) / n,
-        "tool_error_ratio": _error_ratio(scored),
-        "tool_error_ratio_correct": _error_ratio(correct),
-        "p_format": sum(p_format(t) for t in scored) / n,
+        "tool_error_ratio": tool_error_ratio(outcomes),
+        "tool_error_ratio_correct": tool_error_ratio(outcomes, correct_only=True),
+        "p_format": sum(p_format(t.turns) for t in scored) / n,
         "response_len_mean": sum(lengths) / n,
         "response_len_p50": _quantile(lengths, 0.5),
         "response_len_p90": _quantile(lengths, 0.9),
@@ -86,12 +84,12 @@ class RLCurves:
     def __init__(self, out_dir: Path, resume_step: int) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.csv_path = out_dir / "curves.csv"
+        self.csv_path = out_dir / artifacts.CURVES
         self.rows: list[dict] = []
         if self.csv_path.exists():
             with self.csv_path.open() as f:
                 self.rows = [r for r in csv.DictReader(f) if int(r["step"]) <= resume_step]
-        self.writer = SummaryWriter(str(out_dir / "tensorboard"))
+        self.writer = SummaryWriter(str(out_dir / artifacts.TENSORBOARD))
 
     def log(self, row: dict) -> None:
         self.rows.append(row)

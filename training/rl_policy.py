@@ -6,9 +6,10 @@ the step (training/rl_loss.py), accumulated over micro-batches and processes, so
 the micro-batch size nor the number of processes changes the update.
 
 Processes (accelerate, DDP on CPU/gloo or GPUs): every process holds the whole kept list
-(rolled out once, on the main process, and broadcast by the stage); each takes the
-trajectories `rank::world` and the same number of micro-batches (a process short of
-one runs a zero-weighted one), so the collective calls match. DDP averages gradients
+(rolled out once, on the main process, and broadcast by the stage). The step's
+micro-batches are contiguous runs of that list, the same for any number of processes;
+process r takes micro-batches r, r + world, … and every process runs as many (a process
+short of one runs a zero-weighted one), so the collective calls match. DDP averages gradients
 over processes, so each process scales its share by `world / loss_tokens_total`.
 
 The micro-batch count varies from step to step, so the DeepSpeed boundary is set per
@@ -72,12 +73,20 @@ class Policy:
 
     def _shard(self, kept: list[Trajectory], advantages: list[float]) -> list[tuple[list[Trajectory], list[float]]]:
         """This process's micro-batches, as many on every process (see module docstring)."""
-        mine = list(range(self.rank, len(kept), self.world))
         size = self.rl.micro_batch_per_device
-        count = math.ceil(math.ceil(len(kept) / self.world) / size)
-        chunks = [mine[i * size:(i + 1) * size] for i in range(count)]
+        # The step's micro-batches do not depend on the number of processes: contiguous runs
+        # of the kept list, micro-batch k on process k % world. So each micro-batch pads and
+        # sums the same trajectories however many processes run, and one process's gradient
+        # is the sum of the same per-micro-batch gradients that several processes all-reduce.
+        # Packing another set of trajectories per process (rank::world, as before issue 20)
+        # moved float rounding, which Adam's first steps turn into lr-sized changes wherever
+        # a gradient sits at the rounding floor (tied embedding rows of rare tokens).
+        batches = [list(range(a, min(a + size, len(kept)))) for a in range(0, len(kept), size)]
+        mine = batches[self.rank::self.world]
+        count = math.ceil(len(batches) / self.world)
+        mine += [[]] * (count - len(mine))
         return [([kept[i] for i in c], [advantages[i] for i in c]) if c else ([kept[0]], [math.nan])
-                for c in chunks]
+                for c in mine]
 
     def update(self, kept: list[Trajectory], advantages: list[float]) -> UpdateStats:
         """One optimizer step on the kept trajectories of a step (every process passes the whole list)."""

@@ -26,8 +26,9 @@ Decisions where SPEC is silent (each pinned by tests/training/test_selection.py)
   size; a group no larger than the kept size is kept whole (ref skips such a group).
 - RoC negatives are random in `topk` too (SPEC §6.3); the ref takes the lowest-penalty
   negatives as well. Ties in `topk` and PROF rankings go to the lower index.
-- `p_format` counts `<answer>` openings in the model's turns outside tool calls; an
-  unclosed block counts, as in rollout/answer.py (the ref scores unbalanced tags 1.0).
+- The penalties p_err, p_format and p_total are rollout/metrics.py's (the RL curves report
+  them too). `p_format` counts `<answer>` openings in the model's turns outside tool calls;
+  an unclosed block counts, as in rollout/answer.py (the ref scores unbalanced tags 1.0).
 - PROF's mu is the mean of every step score of the batch, uniform groups included. Steps
   the PRM could not score (NaN: past its `max_length`, training/prm.py) are left out of
   every mean but still count for the 2..30 step rule; a trajectory with no scored step
@@ -44,7 +45,7 @@ from fractions import Fraction
 from statistics import fmean
 
 from configs.schema import RLConfig
-from rollout.answer import TOOL_CALL
+from rollout.metrics import p_total
 from rollout.trajectory import Trajectory
 
 ADV_EPS = 1e-6  # SPEC §6.5 (verl's GRPO advantage)
@@ -62,33 +63,6 @@ class GroupSelection:
     positives_kept: int  # kept trajectories with reward 1
     negatives_kept: int  # kept trajectories with reward 0
     dropped: str | None = None  # why the whole group was dropped ("uniform", "empty"); then kept == []
-
-
-# ---- RoC penalties (SPEC §6.4) ----
-
-
-def p_err(traj: Trajectory) -> float:
-    """Share of the trajectory's tool calls whose status is not `ok`; 0.5 when it made none."""
-    if not traj.tool_calls:
-        return 0.5
-    return sum(call.status != "ok" for call in traj.tool_calls) / len(traj.tool_calls)
-
-
-def p_format(traj: Trajectory) -> float:
-    """1 without an `<answer>` block, else min(1, (blocks - 1) / assistant turns)."""
-    blocks = sum(_answer_openings(turn) for turn in traj.turns)
-    return 1.0 if blocks == 0 else min(1.0, (blocks - 1) / len(traj.turns))
-
-
-def _answer_openings(turn: str) -> int:
-    # The regex only runs on the rare turn that has both an answer and a tool call.
-    n = turn.count("<answer>")
-    return TOOL_CALL.sub(" ", turn).count("<answer>") if n and "<tool_call>" in turn else n
-
-
-def p_total(traj: Trajectory) -> float:
-    """RoC's penalty of a positive: `p_err + p_format` (lower is kept more often)."""
-    return p_err(traj) + p_format(traj)
 
 
 # ---- advantages and counts ----
@@ -177,7 +151,7 @@ def select_roc(group: list[Trajectory], cfg: RLConfig, rng: random.Random, score
     neg = [i for i, t in enumerate(group) if not _positive(t)]
     pos_k, neg_k = roc_split(len(pos), len(neg), cfg.kept_per_prompt)
     kept = rng.sample(neg, neg_k)
-    penalties = [p_total(group[i]) for i in pos]
+    penalties = [p_total(group[i].call_statuses, group[i].turns) for i in pos]
     if cfg.roc.selection == "topk":
         order = sorted(range(len(pos)), key=lambda j: penalties[j])[:pos_k]
     else:

@@ -1,7 +1,7 @@
 """Stage `sft`: the non-reasoning cold start, TRL's SFTTrainer on tool-calling chats (SPEC §7).
 
-Input: the `assets` artifact (model and tokenizer, built offline or a hub id) and the
-`cold_start` artifact (`sft.parquet`). Loss on assistant tokens only (tool calls
+Inputs, by role: `base`, the `assets` artifact (model and tokenizer, built offline or a
+hub id), and `chats`, the `cold_start` artifact (`sft.parquet`). Loss on assistant tokens only (tool calls
 included; system, user and tool feedback masked) through the chat template's
 `{% generation %}` markers (training/sft_data.py). The global batch is fixed by the
 config and split over processes (training/batch_plan.py). Checkpoints go to the stage's
@@ -31,12 +31,12 @@ from trl import SFTTrainer
 from assets.paths import asset_paths
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
-from configs.schema import SFTConfig, SFTHeldoutConfig
-from data_prep.benchmark_texts import synthetic_eval_set
-from pipeline.workdir import WorkDir
+from configs.schema import SFTConfig
+from stagekit import artifacts
+from stagekit.workdir import WorkDir
 from training.batch_plan import BatchPlan
 from training.curves import CurveLogger, plot_curves
-from training.heldout import Accuracy, heldout_accuracy
+from training.heldout import heldout_accuracy, heldout_metrics
 from training.sft_data import SFTDataError, chat_rows, training_tokenizer
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def build_trainer(cfg: SFTConfig, model_path: str, tokenizer_path: str, sft_parq
 
     callbacks = [CurveLogger(curves_dir)]
     if is_main_process():
-        callbacks.append(TensorBoardCallback(SummaryWriter(str(curves_dir / "tensorboard"))))
+        callbacks.append(TensorBoardCallback(SummaryWriter(str(curves_dir / artifacts.TENSORBOARD))))
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          callbacks=callbacks)
     # TRL truncates each conversation to max_length and then drops, without a word, those
@@ -107,55 +107,49 @@ def build_trainer(cfg: SFTConfig, model_path: str, tokenizer_path: str, sft_parq
     return trainer
 
 
-def _heldout(cfg: SFTHeldoutConfig, model: str, tokenizer: str, rollout: RolloutConfig,
-             sandbox: SandboxConfig) -> Accuracy:
-    problems = synthetic_eval_set(cfg.problems, cfg.seed)
-    return heldout_accuracy(model, tokenizer, [p.problem for p in problems], [str(p.answer) for p in problems],
-                            rollout, sandbox, cfg.samples_per_problem, cfg.max_turns, cfg.max_response_tokens,
-                            cfg.temperature, cfg.seed)
-
-
 def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: dict[str, Path], out_dir: Path,
         work: WorkDir | None = None, max_steps: int = -1) -> dict[str, float]:
-    paths = asset_paths(inputs["assets"])
-    sft_parquet = inputs["cold_start"] / "sft.parquet"
+    paths = asset_paths(inputs["base"])
+    sft_parquet = inputs["chats"] / artifacts.CHATS
     if not sft_parquet.exists():
-        raise FileNotFoundError(f"the cold_start artifact {inputs['cold_start']} has no sft.parquet")
+        raise FileNotFoundError(f"the cold_start artifact {inputs['chats']} has no {artifacts.CHATS}")
     # TRL's own checkpoints (weights, optimizer, scheduler, RNG, data position), kept in the
-    # stage's persistent work dir (pipeline/workdir.py) so that a killed run resumes.
+    # stage's persistent work dir (stagekit/workdir.py) so that a killed run resumes.
     trainer_dir = (work.path if work else out_dir / "_work") / "trainer"
     metrics: dict[str, float] = {}
     if cfg.heldout.enabled and is_main_process():
-        metrics |= _heldout(cfg.heldout, paths.model, paths.tokenizer, rollout, sandbox).metrics("before")
+        metrics |= heldout_metrics(heldout_accuracy(cfg.heldout, paths.model, paths.tokenizer, rollout, sandbox),
+                                   "before")
 
     trainer = build_trainer(cfg, paths.model, paths.tokenizer, sft_parquet, trainer_dir, out_dir, max_steps)
     resume = get_last_checkpoint(str(trainer_dir)) if trainer_dir.exists() else None
     if resume:
         log.info("sft: resuming from %s", resume)
     result = trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model(str(out_dir / "model"))  # the tokenizer (with its chat template) goes along
+    trainer.save_model(str(out_dir / artifacts.MODEL))  # the tokenizer (with its chat template) goes along
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         # NOTES.md: without this a gloo run aborts at exit (SIGABRT) about two runs in three
         trainer.accelerator.wait_for_everyone()
         torch.distributed.destroy_process_group()
     if not is_main_process():
         return {}
-    plot_curves(out_dir / "curves.csv", out_dir / "curves.png", f"SFT: {paths.model}")
+    plot_curves(out_dir / artifacts.CURVES, out_dir / artifacts.CURVES_PLOT, f"SFT: {paths.model}")
     metrics |= {"conversations_dropped_by_truncation": trainer.conversations_dropped,
                 "steps": trainer.state.global_step, "train_loss": round(result.training_loss, 5),
                 "final_loss": round(trainer.state.log_history[-2]["loss"], 5) if len(trainer.state.log_history) > 1
                 else None, "resumed_from_step": int(resume.rsplit("-", 1)[1]) if resume else 0,
                 "processes": world_size(), "accumulation": trainer.args.gradient_accumulation_steps}
     if cfg.heldout.enabled:
-        metrics |= _heldout(cfg.heldout, str(out_dir / "model"), str(out_dir / "model"), rollout, sandbox).metrics(
-            "after")
+        trained = str(out_dir / artifacts.MODEL)
+        after = heldout_accuracy(cfg.heldout, trained, trained, rollout, sandbox)
+        metrics |= heldout_metrics(after, "after")
     if work is None:
         shutil.rmtree(out_dir / "_work", ignore_errors=True)
     return metrics
 
 
 def main() -> None:
-    from pipeline.cli import stage_main
+    from orchestrator.cli import stage_main
 
     stage_main("sft")
 

@@ -1,6 +1,6 @@
 """The cold-start conversations as SFT reads them, and the chat template it trains with (SPEC §2, §7).
 
-`chat_rows` turns `sft.parquet` (data_prep/tables.py) into TRL's conversational form:
+`chat_rows` turns `sft.parquet` (datalib/tables.py) into TRL's conversational form:
 `messages` with structured `tool_calls` and `tools`. Arguments and tools stay JSON text
 (checked to parse): Qwen3's template writes string arguments verbatim, TRL decodes a
 `tools` string, and Arrow would otherwise merge the argument objects of different tools
@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from assets.chat_template import qwen3_templates
+from rollout.chat_template import qwen3_templates
 
 
 class SFTDataError(ValueError):

@@ -1,6 +1,7 @@
 """Stage `stage3_filter`: keep the problems the latest policy has not mastered (SPEC §7).
 
-The stage-2 policy rolls out `rollouts_per_problem` trajectories per problem (the first
+Inputs, by role: `policy` (the stage-2 policy) and `problems` (the curated set). The
+policy rolls out `rollouts_per_problem` trajectories per problem (the first
 `rl.stage3.problems` of the curated set, stage 3's turn and length limits, RL
 temperature) and every problem it solved at least `drop_when_solved` times is removed.
 Failed trajectories (engine errors) are left out of a problem's count, and a problem with
@@ -22,8 +23,10 @@ from pathlib import Path
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from configs.schema import RLStageConfig, Stage3FilterConfig
-from data_prep.tables import read_problems, write_problems
+from datalib.tables import read_problems, write_problems
+from rollout.groups import Problem
 from rollout.runtime import build_runtime
+from stagekit import artifacts, progress
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +35,11 @@ async def _solve_counts(model: str, problems: list, cfg: Stage3FilterConfig, lim
                         rollout: RolloutConfig, sandbox: SandboxConfig, temperature: float,
                         seed: int) -> list[tuple[int, int, int]]:
     """(solved, scored, failed) per problem."""
-    async with build_runtime(rollout, sandbox, model, model) as rt:
-        groups = await rt.rollout([p.problem for p in problems], cfg.rollouts_per_problem, limits.max_turns,
-                                  limits.max_response_tokens, temperature, seed)
-        flat = [t for g in groups for t in g]
-        rewards = await rt.score(flat, [str(problems[t.problem_index].answer) for t in flat])
-    counts = [[0, 0, 0] for _ in problems]
-    for t, r in zip(flat, rewards, strict=True):
-        c = counts[t.problem_index]
-        if r is None:
-            c[2] += 1
-        else:
-            c[0] += int(r > 0)
-            c[1] += 1
-    return [tuple(c) for c in counts]
+    settings = rollout.sampling(temperature, limits.max_response_tokens, limits.max_turns, seed)
+    async with build_runtime(rollout, sandbox, model, model, progress=progress.report) as rt:
+        groups = await rt.sample_and_score([Problem(p.problem, str(p.answer)) for p in problems],
+                                           cfg.rollouts_per_problem, settings)
+    return [(g.solved, len(g.scored), g.failed) for g in groups]
 
 
 def _histogram(counts: list[tuple[int, int, int]], rollouts: int, png: Path) -> Counter:
@@ -69,20 +63,20 @@ def _histogram(counts: list[tuple[int, int, int]], rollouts: int, png: Path) -> 
 
 def run(cfg: Stage3FilterConfig, limits: RLStageConfig, rollout: RolloutConfig, sandbox: SandboxConfig,
         temperature: float, seed: int, inputs: dict[str, Path], out_dir: Path) -> dict:
-    problems = read_problems(inputs["decontaminate"] / "problems.parquet")[: limits.problems]  # None: all
-    model = str(inputs["rl_stage2"] / "model")
+    problems = read_problems(inputs["problems"] / artifacts.PROBLEMS)[: limits.problems]  # None: all
+    model = str(inputs["policy"] / artifacts.MODEL)
     counts = asyncio.run(_solve_counts(model, problems, cfg, limits, rollout, sandbox, temperature, seed))
     kept = [p for p, (solved, _, failed) in zip(problems, counts, strict=True)
             if failed or solved < cfg.drop_when_solved]
-    write_problems(out_dir / "problems.parquet", kept)
-    with (out_dir / "solve_rates.csv").open("w", newline="") as f:
+    write_problems(out_dir / artifacts.PROBLEMS, kept)
+    with (out_dir / artifacts.SOLVE_RATES).open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "solved", "scored", "failed", "kept"])
         for p, (solved, scored, failed) in zip(problems, counts, strict=True):
             writer.writerow([p.id, solved, scored, failed, int(failed > 0 or solved < cfg.drop_when_solved)])
-    hist = _histogram(counts, cfg.rollouts_per_problem, out_dir / "solve_rates.png")
+    hist = _histogram(counts, cfg.rollouts_per_problem, out_dir / artifacts.SOLVE_RATES_PLOT)
     removed = len(problems) - len(kept)
-    (out_dir / "card.md").write_text(
+    (out_dir / artifacts.CARD).write_text(
         f"# Stage 3 filter\n\n{len(problems)} problems, {cfg.rollouts_per_problem} rollouts each by `{model}`; "
         f"{removed} solved at least {cfg.drop_when_solved} times were removed, {len(kept)} remain.\n\n"
         "| times solved | problems |\n|---|---|\n"
@@ -95,7 +89,7 @@ def run(cfg: Stage3FilterConfig, limits: RLStageConfig, rollout: RolloutConfig, 
 
 
 def main() -> None:
-    from pipeline.cli import stage_main
+    from orchestrator.cli import stage_main
 
     stage_main("stage3_filter")
 

@@ -18,8 +18,8 @@ import pytest
 from safetensors.torch import load_file
 
 from benchmarks.learning import ARMS, run
-from data_prep import synthetic
-from data_prep.intake import entry_labels
+from datalib import synthetic
+from datalib.intake import entry_labels
 
 DEMOS = 8
 

@@ -13,9 +13,9 @@ from configs.data import ColdStartConfig, ColdStartSource, RLCurationConfig, RLS
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from data_prep import cold_start, rl_curation
-from data_prep.reader import SourceRows
-from data_prep.records import SourceSchemaError
-from data_prep.tables import read_problems
+from datalib.reader import SourceRows
+from datalib.records import SourceSchemaError
+from datalib.tables import read_problems
 
 
 def dapo(problem: str, answer: object) -> bytes:

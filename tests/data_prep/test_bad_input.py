@@ -11,7 +11,7 @@ from configs.data import ColdStartConfig, ColdStartSource, RLCurationConfig, RLS
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from data_prep import cold_start, rl_curation
-from data_prep.records import SourceSchemaError
+from datalib.records import SourceSchemaError
 
 SYSTEM = ("SYSTEM: You are a helpful assistant with access to the following functions. Use them if required -\n"
           + json.dumps({"name": "get_x", "description": "X.", "parameters": {

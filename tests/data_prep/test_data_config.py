@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from configs.data import AgreementFilterConfig, ColdStartSource, DataConfig, RLCurationConfig, RLSource
-from data_prep.sources import COLD_START_SOURCES, RL_SOURCES
+from datalib.sources import COLD_START_SOURCES, RL_SOURCES
 
 
 def test_tiny_defaults_need_no_download():

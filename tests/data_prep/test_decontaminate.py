@@ -9,10 +9,10 @@ import pytest
 
 from configs.data import BenchmarkSource, DecontaminateConfig
 from data_prep import decontaminate
-from data_prep.ngrams import NgramIndex, words
-from data_prep.records import RLProblem
-from data_prep.synthetic import generate_problems
-from data_prep.tables import read_problems, write_problems
+from datalib.ngrams import NgramIndex, words
+from datalib.records import RLProblem
+from datalib.synthetic import generate_problems
+from datalib.tables import read_problems, write_problems
 
 BENCH_A = [
     {"id": "a-1", "problem": "Find the number of ordered pairs of positive integers whose product equals the "
@@ -104,7 +104,7 @@ def test_stage_removes_planted_reports_per_benchmark_and_skips_absent(tmp_path, 
     ], synthetic_eval_problems=50)
     out = tmp_path / "out"
     out.mkdir()
-    metrics = decontaminate.run(cfg, {"rl_curation": upstream}, out)
+    metrics = decontaminate.run(cfg, {"problems": upstream}, out)
 
     expected = {b: sum(1 for v in planted.values() if v == b) for b in ("bench_a", "bench_b", "synthetic_eval")}
     assert metrics["removed"] == len(planted) == 61
@@ -125,12 +125,12 @@ def test_missing_benchmark_fails_unless_optional(tmp_path):
     write_problems(upstream / "problems.parquet", [])
     cfg = DecontaminateConfig(benchmarks=[BenchmarkSource(name="x", location=str(tmp_path / "nope.jsonl"))])
     with pytest.raises(RuntimeError, match=r"benchmark 'x' .*nope.jsonl.* could not be loaded.*optional"):
-        decontaminate.run(cfg, {"rl_curation": upstream}, tmp_path)
+        decontaminate.run(cfg, {"problems": upstream}, tmp_path)
 
 
 def test_no_default_config_names_a_path_outside_the_repository():
     from configs.load import load_config
-    from pipeline.paths import REPO_ROOT
+    from stagekit.paths import REPO_ROOT
 
     def locations(node: object) -> list[str]:
         if isinstance(node, dict):

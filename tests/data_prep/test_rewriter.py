@@ -8,8 +8,8 @@ import httpx
 
 from configs.data import ColdStartConfig, ColdStartSource, RewriteConfig
 from data_prep import cold_start
-from data_prep.records import Message, SFTExample
 from data_prep.rewriter import PROMPT_INSTRUCTION, Rewriter
+from datalib.records import Message, SFTExample
 
 
 def _endpoint(requests: list[dict], fail_on: str | None = None) -> httpx.MockTransport:

@@ -12,29 +12,36 @@ from configs.data import AgreementFilterConfig, RLCurationConfig, RLSource
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from data_prep import rl_curation
-from data_prep.tables import read_problems
-from rollout.runtime import RolloutGroups
+from datalib.tables import read_problems
+from rollout.answer import final_answer
+from rollout.groups import ScoredGroup, ScoredGroups
+from rollout.reward import score
 from rollout.trajectory import Trajectory
 
 
 class ScriptedRuntime:
-    """Answers problem i with `script[i]`: the model texts of its samples."""
+    """Answers problem i with `script[i]`: the model texts of its samples, scored as the runtime scores."""
 
     def __init__(self, script: dict[str, list[str]]):
         self.script = script
         self.calls: list[dict] = []
 
-    async def rollout(self, problems, samples_per_problem, max_turns, max_response_tokens, temperature, seed):
-        self.calls.append({"n": len(problems), "samples": samples_per_problem, "turns": max_turns})
-        groups = RolloutGroups()
+    async def sample_and_score(self, problems, samples_per_problem, settings):
+        self.calls.append({"n": len(problems), "samples": samples_per_problem, "turns": settings.max_turns})
+        groups = []
         for i, problem in enumerate(problems):
-            texts = self.script[problem]
+            texts = self.script[problem.text]
             assert len(texts) == samples_per_problem
             # "FAILED:<text>": a trajectory no engine finished, its partial text kept
-            groups.append([Trajectory(i, j, [0], turns=[t.removeprefix("FAILED:")],
-                                      failure="engine 0: HTTP 503" if t.startswith("FAILED:") else None)
-                           for j, t in enumerate(texts)])
-        return groups
+            trajs = [Trajectory(i, j, [0], turns=[t.removeprefix("FAILED:")],
+                                failure="engine 0: HTTP 503" if t.startswith("FAILED:") else None)
+                     for j, t in enumerate(texts)]
+            for t in trajs:
+                t.final_answer = None if t.failed else final_answer(t.turns)
+            await score([t for t in trajs if not t.failed], [problem.reference] * sum(not t.failed for t in trajs),
+                        sandbox=None)  # integer labels need no verifier
+            groups.append(ScoredGroup(i, problem, trajs))
+        return ScoredGroups(groups)
 
 
 def test_agreement_filter_keeps_problems_with_two_agreeing_samples(tmp_path, monkeypatch):
@@ -59,7 +66,7 @@ def test_agreement_filter_keeps_problems_with_two_agreeing_samples(tmp_path, mon
     seen = {}
 
     @asynccontextmanager
-    async def fake_build_runtime(rollout_cfg, sandbox_cfg, model_path, tokenizer_path):
+    async def fake_build_runtime(rollout_cfg, sandbox_cfg, model_path, tokenizer_path, **_):
         seen.update(model=model_path, tokenizer=tokenizer_path, urls=rollout_cfg.sglang_urls)
         yield runtime
 

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from configs.schema import PipelineConfig
-from data_prep.tables import read_problems
-from pipeline.paths import REPO_ROOT
-from pipeline.runner import resolve_upstream, run_stage
-from pipeline.stages import get_stage
-from pipeline.store import ArtifactStore
+from datalib.tables import read_problems
+from orchestrator.runner import resolve_upstream, run_stage
+from orchestrator.stages import get_stage
+from orchestrator.store import ArtifactStore
+from stagekit.paths import REPO_ROOT
 
 TEST_STORE = REPO_ROOT / ".rstar" / "test-cache"
 

@@ -16,7 +16,7 @@ from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from evaluation import compare, math_eval, show
 from evaluation.samples import SampleStore
-from pipeline.workdir import WorkDir
+from stagekit.workdir import WorkDir
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = {"max_response_tokens": 40, "max_turns": 2, "pass_k": [1, 2, 4],
@@ -26,7 +26,8 @@ SHORT = {"max_response_tokens": 40, "max_turns": 2, "pass_k": [1, 2, 4],
 def _run(cfg: EvalConfig, checkpoint_dir: Path, root: Path, name: str) -> tuple[dict, Path]:
     work = WorkDir(root / "work", "eval_sft", name)
     work.out_dir.mkdir(parents=True)
-    metrics = math_eval.run(cfg, RolloutConfig(), SandboxConfig(), "sft", {"sft": checkpoint_dir}, work.out_dir, work)
+    metrics = math_eval.run(cfg, RolloutConfig(), SandboxConfig(), "sft", {"checkpoint": checkpoint_dir},
+                            work.out_dir, work)
     return metrics, work.out_dir
 
 
@@ -94,9 +95,9 @@ def test_comparison_puts_checkpoints_side_by_side_beside_the_paper(first, tmp_pa
     other.mkdir()
     results["benchmarks"]["aime24"] = {"pass@1": 0.25, "pass@1_stderr": 0.05, "response_tokens_mean": 900.0}
     (other / "results.json").write_text(json.dumps(results))
-    names = ["eval_sft", "eval_rl_stage1", "eval_rl_stage2", "eval_rl_stage3"]
-    inputs = {n: out for n in names[:3]} | {"eval_rl_stage3": other}
-    metrics = compare.run(names, inputs, tmp_path)
+    names = ["sft", "rl_stage1", "rl_stage2", "rl_stage3"]  # the eval_report's input roles, in pipeline order
+    inputs = {n: out for n in names[:3]} | {"rl_stage3": other}
+    metrics = compare.run(inputs, tmp_path)
     card = (tmp_path / "comparison.md").read_text()
     assert "| benchmark | sft | rl_stage1 | rl_stage2 | rl_stage3 | rStar2-Agent-14B (paper) |" in card
     assert "| aime24 | – | – | – | 25.0 ± 5.0 | 80.6 |" in card

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from configs.sandbox import SandboxConfig
-from evaluation.benchmarks import load_benchmark
+from evaluation.problem_sets import load_benchmark
 from rollout.reward import score
 from rollout.trajectory import Trajectory
 from sandbox.client import build_sandbox

@@ -8,8 +8,9 @@ import random
 import httpx
 import pytest
 
-from configs.rollout import RolloutConfig
+from configs.rollout import RolloutConfig, SamplingSettings
 from rollout.engines.base import EngineError
+from rollout.groups import Problem
 from rollout.prompt import tool_call_text
 from rollout.runtime import RolloutRuntime
 
@@ -48,7 +49,8 @@ class Flaky:
 
 async def _rollout(fmt, engines, sandbox, scheduler="dynamic", n=10, **cfg):
     runtime = RolloutRuntime(RolloutConfig(scheduler=scheduler, **FAST, **cfg), fmt, engines, sandbox)
-    return await runtime.rollout([f"p{i}" for i in range(n)], 2, 5, 2048, 1.0, seed=3)
+    settings = SamplingSettings(temperature=1.0, max_response_tokens=2048, max_turns=5, seed=3)
+    return await runtime.sample_and_score([Problem(f"p{i}", "1") for i in range(n)], 2, settings)
 
 
 @pytest.mark.parametrize("scheduler", ["dynamic", "static"])
@@ -76,7 +78,7 @@ async def test_an_engine_that_dies_mid_rollout_hands_its_trajectories_to_the_oth
 async def test_a_trajectory_that_still_fails_is_recorded_counted_and_not_scored(small_fmt, scripted):
     dead = Flaky(scripted.engine(small_fmt, _script), dies_after=4, error=lambda: httpx.ReadTimeout("slow"))
     sandbox = scripted.sandbox()
-    groups = await _rollout(small_fmt, [dead], sandbox, n=4, engine_max_attempts=3)
+    groups = await _rollout(small_fmt, [dead], sandbox, n=4, engine_max_attempts=3)  # scored as it rolls out
     flat = [t for g in groups for t in g]
     assert [len(g) for g in groups] == [2, 2, 2, 2]  # groups keep their size and order
     assert groups.failed == 8 - sum(not t.failed for t in flat) and groups.failed >= 4
@@ -85,8 +87,7 @@ async def test_a_trajectory_that_still_fails_is_recorded_counted_and_not_scored(
             assert t.finish_reason == "failed" and t.final_answer is None
             assert "ReadTimeout" in t.failure and "attempt 3 of 3" in t.failure
     assert sum(groups.failures.values()) == groups.failed
-    runtime = RolloutRuntime(RolloutConfig(), small_fmt, [dead], sandbox)
-    rewards = await runtime.score(flat, ["1"] * len(flat))
+    rewards = [t.reward for t in flat]
     assert [r is None for r in rewards] == [t.failed for t in flat]
     assert len(sandbox.pairs) == sum(not t.failed and t.final_answer is not None for t in flat)
 

@@ -81,3 +81,18 @@ def test_math_verify_verdicts_the_reward_relies_on(answer, reference, verdict, s
     result = verify_pair(f"\\boxed{{{answer}}}", reference, 5)
     assert (result["status"], result["score"]) == ("ok", verdict)
     assert integer_answer(f"<answer>\\boxed{{{answer}}}</answer>") == strict
+
+
+async def test_an_integer_reference_is_scored_by_the_strict_rules_without_the_verifier():
+    """RL curation's agreement filter counts a sample as agreeing by the integer rules labels
+    follow, not by math-verify: the two disagree on the rows above."""
+    from rollout.answer import IntegerReference
+
+    class NoVerifier:
+        async def verify_batch(self, pairs):
+            raise AssertionError("an integer reference needs no math-verify")
+
+    trajs = [Trajectory(0, i, [], final_answer=answer) for i, (answer, *_) in enumerate(MATH_VERIFY_VS_STRICT)]
+    refs = [IntegerReference(int(reference)) for _, reference, _, _ in MATH_VERIFY_VS_STRICT]
+    rewards = await score([*trajs, Trajectory(0, 99, [])], [*refs, IntegerReference(3)], NoVerifier())
+    assert rewards == [float(strict == int(ref)) for _, ref, _, strict in MATH_VERIFY_VS_STRICT] + [0.0]

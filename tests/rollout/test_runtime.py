@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from configs.rollout import RolloutConfig
+from configs.rollout import RolloutConfig, SamplingSettings
 from configs.sandbox import SandboxConfig
-from pipeline import progress
 from rollout.engines.base import build_engines
+from rollout.groups import Problem
 from rollout.runtime import RolloutRuntime, build_runtime
+from stagekit import progress
 
 
 async def _rollout(tiny_assets, small_fmt, sandbox, scheduler: str):
     cfg = RolloutConfig(scheduler=scheduler, hf_engines=2, hf_kv_capacity_tokens=3000)
     engines = build_engines(cfg, tiny_assets.model)
-    runtime = RolloutRuntime(cfg, small_fmt, engines, sandbox)
+    runtime = RolloutRuntime(cfg, small_fmt, engines, sandbox, progress=progress.report)
     try:
-        return await runtime.rollout(
-            ["What is 1 + 1?", "Name a prime."],
+        return await runtime.sample_and_score(
+            [Problem("What is 1 + 1?", "2"), Problem("Name a prime.", "2")],
             samples_per_problem=3,
-            max_turns=2,
-            max_response_tokens=24,
-            temperature=1.0,
-            seed=7,
+            settings=SamplingSettings(temperature=1.0, max_response_tokens=24, max_turns=2, seed=7),
         ), engines
     finally:
         for e in engines:
@@ -64,9 +62,9 @@ async def test_build_runtime_with_the_real_sandbox(tiny_assets):
     pytest.importorskip("sandbox.client", reason="sandbox.client (issue 3) is not in this checkout yet")
     cfg = RolloutConfig(hf_kv_capacity_tokens=4000)
     async with build_runtime(cfg, SandboxConfig(), tiny_assets.model, tiny_assets.tokenizer) as runtime:
-        (group,) = await runtime.rollout(
-            ["What is 2 + 2?"], 2, max_turns=2, max_response_tokens=16, temperature=1.0, seed=0
+        (group,) = await runtime.sample_and_score(
+            [Problem("What is 2 + 2?", "4")], 2, SamplingSettings(temperature=1.0, max_response_tokens=16, max_turns=2)
         )
-        rewards = await runtime.score(group, ["4", "4"])
+        rewards = [t.reward for t in group]
     assert len(group) == 2 and rewards == [0.0, 0.0]  # a random model does not box 4
     assert all(t.reward == 0.0 and t.verify_status == "ok" for t in group)

@@ -148,13 +148,16 @@ async def test_fake_server_stops_where_sglang_does(eos_server):
 
 
 async def _rollout_on(urls, small_fmt, sandbox, problems: int = 6, **cfg):
+    from configs.rollout import SamplingSettings
+    from rollout.groups import Problem
     from rollout.runtime import RolloutRuntime
 
     config = RolloutConfig(engine="sglang", sglang_urls=urls, engine_retry_backoff_s=0.0, **cfg)
     engines = build_engines(config, "")
     try:
         runtime = RolloutRuntime(config, small_fmt, engines, sandbox)
-        return await runtime.rollout([f"p{i}" for i in range(problems)], 2, 2, 24, 1.0, seed=5)
+        settings = SamplingSettings(temperature=1.0, max_response_tokens=24, max_turns=2, seed=5)
+        return await runtime.sample_and_score([Problem(f"p{i}", "0") for i in range(problems)], 2, settings)
     finally:
         for e in engines:
             await e.aclose()

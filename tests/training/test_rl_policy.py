@@ -16,9 +16,9 @@ import torch
 
 from configs.rollout import RolloutConfig
 from configs.schema import RLConfig
-from data_prep.records import RLProblem
-from pipeline.paths import REPO_ROOT
+from datalib.records import RLProblem
 from rollout.trajectory import Trajectory
+from stagekit.paths import REPO_ROOT
 from training.rl import push_weights, step_problems
 from training.rl_policy import Policy
 

@@ -17,10 +17,11 @@ import pytest
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from configs.schema import RLConfig, RLStageConfig, Stage3FilterConfig
-from data_prep.records import RLProblem
-from data_prep.synthetic import generate_problems
-from data_prep.tables import read_problems, write_problems
-from pipeline.workdir import WorkDir
+from datalib.records import RLProblem
+from datalib.synthetic import generate_problems
+from datalib.tables import read_problems, write_problems
+from stagekit import artifacts
+from stagekit.workdir import WorkDir
 from training import rl, stage3_filter
 
 SHORT = {"max_response_tokens": 48, "max_turns": 2}
@@ -58,14 +59,14 @@ def _stage(inputs, name: str, steps: int, rl_cfg: RLConfig, upstream: dict, tag:
 
 @pytest.fixture(scope="module")
 def chain(inputs):
-    up = {"sft": inputs / "sft", "decontaminate": inputs / "decontaminate"}
+    up = {"policy": inputs / "sft", "problems": inputs / "decontaminate"}
     s1, m1 = _stage(inputs, "rl_stage1", 2, _rl(), up, "s1")
-    s2, m2 = _stage(inputs, "rl_stage2", 1, _rl(), {"rl_stage1": s1, "decontaminate": up["decontaminate"]}, "s2")
+    s2, m2 = _stage(inputs, "rl_stage2", 1, _rl(), {"policy": s1, "optimizer": s1, "problems": up["problems"]}, "s2")
     (inputs / "filter").mkdir()
     fm = stage3_filter.run(Stage3FilterConfig(rollouts_per_problem=2, drop_when_solved=2),
                            RLStageConfig(problems=4, **SHORT), RolloutConfig(), SandboxConfig(), 1.0, 0,
-                           {"rl_stage2": s2, "decontaminate": up["decontaminate"]}, inputs / "filter")
-    s3, m3 = _stage(inputs, "rl_stage3", 1, _rl(), {"rl_stage2": s2, "stage3_filter": inputs / "filter"}, "s3")
+                           {"policy": s2, "problems": up["problems"]}, inputs / "filter")
+    s3, m3 = _stage(inputs, "rl_stage3", 1, _rl(), {"policy": s2, "problems": inputs / "filter"}, "s3")
     return {"s1": (s1, m1), "s2": (s2, m2), "filter": (inputs / "filter", fm), "s3": (s3, m3)}
 
 
@@ -85,7 +86,7 @@ def test_stage_writes_model_state_curves_and_plot(chain):
         assert column in rows[0], column
     assert int(rows[0]["trajectories"]) + int(rows[0]["failed"]) == 2 * 2  # grpo rolls out G per prompt
     assert float(rows[0]["response_len_mean"]) > 0 and float(rows[0]["tokens_per_s"]) > 0
-    assert json.loads((out / rl.STATE_FILE).read_text()) == {"global_step": 2}
+    assert json.loads((out / artifacts.RL_STATE).read_text()) == {"global_step": 2}
 
 
 def test_stage_two_continues_and_stage_three_starts_a_fresh_optimizer(chain):
@@ -113,7 +114,7 @@ def test_filter_reports_and_writes_what_stage_three_reads(chain):
 
 
 def test_uniform_groups_are_dropped_and_the_step_skipped(inputs):
-    up = {"sft": inputs / "sft", "decontaminate": inputs / "decontaminate"}
+    up = {"policy": inputs / "sft", "problems": inputs / "decontaminate"}
     out, metrics = _stage(inputs, "rl_stage1", 1, _rl(algorithm="grpo_roc"), up, "roc")
     assert metrics["skipped_steps"] == 1
     row = _curves(out)[0]
@@ -124,7 +125,7 @@ def test_uniform_groups_are_dropped_and_the_step_skipped(inputs):
 @pytest.mark.parametrize("algorithm", ["prof", "blend"])
 def test_prm_algorithms_build_the_tiny_prm_and_score_every_group(inputs, algorithm):
     """`prof.prm: tiny` builds a tiny PRM offline; Blend keeps every group (reward r + 0.8 r_pro)."""
-    up = {"sft": inputs / "sft", "decontaminate": inputs / "decontaminate"}
+    up = {"policy": inputs / "sft", "problems": inputs / "decontaminate"}
     cfg = _rl(algorithm=algorithm, prof={"prm": "tiny", "rollouts": 4, "kept": 2})
     out, metrics = _stage(inputs, "rl_stage1", 1, cfg, up, algorithm)
     assert (inputs / "work" / "rl_stage1" / algorithm / "tiny_prm" / "config.json").exists()

@@ -12,14 +12,12 @@ import pytest
 from scipy import stats
 
 from configs.schema import PROFConfig, RLConfig, RoCConfig
+from rollout import metrics
 from rollout.trajectory import ToolCallRecord, Trajectory
 from training.selection import (
     STRATEGIES,
     consistency,
     group_advantages,
-    p_err,
-    p_format,
-    p_total,
     prof_drop_counts,
     r_pro,
     roc_split,
@@ -76,7 +74,19 @@ def test_short_group_splits_on_its_real_size_and_small_group_is_kept_whole():
     assert tiny.kept == list(range(12))
 
 
-# ---- RoC penalties ----
+# ---- RoC penalties (rollout/metrics.py), on the trajectories selection sees ----
+
+
+def p_err(t: Trajectory) -> float:
+    return metrics.p_err(t.call_statuses)
+
+
+def p_format(t: Trajectory) -> float:
+    return metrics.p_format(t.turns)
+
+
+def p_total(t: Trajectory) -> float:
+    return metrics.p_total(t.call_statuses, t.turns)
 
 
 def test_p_err():

@@ -9,9 +9,9 @@ import re
 import pytest
 from transformers import AutoTokenizer
 
-from assets.chat_template import qwen3_templates
 from configs.data import ColdStartConfig, ColdStartSource
 from data_prep import cold_start
+from rollout.chat_template import qwen3_templates
 from rollout.prompt import ChatFormat
 from training.batch_plan import BatchPlan, BatchPlanError
 from training.sft_data import SFTDataError, chat_rows, training_tokenizer

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from pipeline.paths import REPO_ROOT
+from stagekit.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # two short trainings, about 1.5 min
 
@@ -28,7 +28,7 @@ DRIVER = textwrap.dedent('''
     cfg = SFTConfig(lr=2e-3, global_batch_size=8, micro_batch_per_device=4, epochs=5, max_seq_tokens=512,
                     checkpoint_every_steps=1000)
     (base / "out").mkdir(parents=True, exist_ok=True)
-    metrics = sft.run(cfg, RolloutConfig(), SandboxConfig(), {"assets": assets, "cold_start": cold}, base / "out",
+    metrics = sft.run(cfg, RolloutConfig(), SandboxConfig(), {"base": assets, "chats": cold}, base / "out",
                       max_steps=8)
     if metrics:  # rank 0
         (base / "metrics.json").write_text(json.dumps(metrics))

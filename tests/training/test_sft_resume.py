@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.paths import REPO_ROOT
+from stagekit.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # two short trainings of the tiny model, about 2 min
 
@@ -27,13 +27,13 @@ DRIVER = textwrap.dedent('''
     from configs.rollout import RolloutConfig
     from configs.sandbox import SandboxConfig
     from configs.schema import SFTConfig
-    from pipeline.workdir import WorkDir
+    from stagekit.workdir import WorkDir
     from training import sft
     assets, cold, base = (Path(a) for a in sys.argv[1:4])
     cfg = SFTConfig(lr=2e-3, global_batch_size=8, micro_batch_per_device=4, epochs=5, max_seq_tokens=512,
                     checkpoint_every_steps={every})
     (base / "out").mkdir(parents=True, exist_ok=True)
-    metrics = sft.run(cfg, RolloutConfig(), SandboxConfig(), {{"assets": assets, "cold_start": cold}}, base / "out",
+    metrics = sft.run(cfg, RolloutConfig(), SandboxConfig(), {{"base": assets, "chats": cold}}, base / "out",
                       work=WorkDir(base / "work", "sft", "k"), max_steps={steps})
     (base / "metrics.json").write_text(json.dumps(metrics))
 ''').format(every=EVERY, steps=STEPS)

@@ -9,12 +9,13 @@ import json
 import pytest
 
 from configs.data import ColdStartConfig, ColdStartSource
-from configs.rollout import RolloutConfig
+from configs.rollout import RolloutConfig, SamplingSettings
 from configs.sandbox import SandboxConfig
 from configs.schema import SFTConfig
 from data_prep import cold_start
-from pipeline.workdir import WorkDir
+from rollout.groups import Problem
 from rollout.runtime import build_runtime
+from stagekit.workdir import WorkDir
 from training import sft
 
 pytestmark = pytest.mark.slow  # about 4 min on 2 free cores (15 min on a loaded machine)
@@ -36,7 +37,7 @@ def trained(tiny_assets_dir, tmp_path_factory):
     out.mkdir()
     cfg = SFTConfig(lr=3e-3, global_batch_size=16, micro_batch_per_device=8, epochs=10, max_seq_tokens=512,
                     warmup_ratio=0.05, checkpoint_every_steps=40)
-    inputs = {"assets": tiny_assets_dir, "cold_start": base / "cold_start"}
+    inputs = {"base": tiny_assets_dir, "chats": base / "cold_start"}
     work = WorkDir(base / "work", "sft", "test")
     metrics = sft.run(cfg, RolloutConfig(), SandboxConfig(), inputs, out, work=work, max_steps=STEPS)
     return out, metrics, base
@@ -68,8 +69,8 @@ async def test_rollout_runtime_loads_the_checkpoint_for_a_multi_turn_trajectory(
     out, _, _ = trained
     model = str(out / "model")
     async with build_runtime(RolloutConfig(), SandboxConfig(), model, model) as rt:
-        groups = await rt.rollout(["Compute 37 * 412 + 5."], samples_per_problem=4, max_turns=3,
-                                  max_response_tokens=400, temperature=0.6, seed=1)
+        settings = SamplingSettings(temperature=0.6, max_response_tokens=400, max_turns=3, seed=1)
+        groups = await rt.sample_and_score([Problem("Compute 37 * 412 + 5.", "15249")], 4, settings)
         text = [rt.fmt.decode(t.prompt_ids + t.response_ids) for t in groups[0]]
     multi = [t for t in groups[0] if t.num_turns >= 2]
     assert multi, [t.turns for t in groups[0]]

@@ -1,0 +1,164 @@
+"""Rows of a configured source: a local JSONL/JSON/Parquet file or folder, or a hub id.
+
+Local files are read row by row (datalib/local_rows.py), not through `datasets`: Arrow's
+schema inference stops at the first row whose types differ, and a malformed row must
+never stop a stage (issue 5, point 4; issue 9, point 9). A row that cannot be read becomes
+a `RawRow` with `data=None`, a reason and a precise error, which the stage writes to its
+rejects file. Hub ids go through `datasets.load_dataset` (what a cluster run uses) and
+are read lazily in batches.
+
+Whether a source fits its schema is judged per file on the keys of its first rows (the
+columns, for Parquet and hub datasets); a mismatch names the file and what it found.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from datalib.local_rows import RawRow, read_json_file, read_parquet_file
+from datalib.records import SourceSchemaError
+from stagekit.paths import resolve_local
+
+__all__ = ["LOCAL_SUFFIXES", "RawRow", "SourceRows", "local_path"]
+
+log = logging.getLogger(__name__)
+
+LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
+_SCHEMA_PROBE_ROWS = 200  # readable rows per file whose keys decide whether it fits its source
+
+
+def local_path(location: str) -> Path | None:
+    """The local file or folder a location names, or None for a hub id."""
+    looks_local = location.endswith(LOCAL_SUFFIXES) or location.startswith(("/", "./", "../", "~"))
+    path = resolve_local(location)
+    return path if looks_local or path.exists() else None
+
+
+class SourceRows:
+    """The rows of one source, iterable in a seeded order, with the field names they carry."""
+
+    def __init__(self, location: str, hub_config: str | None = None, split: str = "train",
+                 columns: list[str] | None = None, revision: str | None = None):
+        self.location = location
+        path = local_path(location)
+        self._dataset = None
+        self._rows: list[RawRow] = []
+        self.probes: list[FileFields] = []  # per file: the fields its rows carry
+        if path is not None:
+            if not path.exists():
+                raise FileNotFoundError(f"local source {location} ({path}) does not exist")
+            files = sorted(p for p in path.rglob("*") if p.suffix in LOCAL_SUFFIXES) if path.is_dir() else [path]
+            for f in files:
+                if f.suffix == ".parquet":
+                    rows, columns_found = read_parquet_file(f, columns, len(self._rows))
+                    self.probes.append(FileFields(str(f), set(columns_found), len(rows)) if columns_found
+                                       else FileFields.of_rows(str(f), rows))
+                else:
+                    rows = read_json_file(f, len(self._rows))
+                    self.probes.append(FileFields.of_rows(str(f), rows))
+                self._rows += rows
+            self.label = str(path)
+        else:
+            import datasets
+
+            ds = datasets.load_dataset(location, name=hub_config, split=split, revision=revision)
+            found = set(ds.column_names)
+            if columns:
+                ds = ds.select_columns([c for c in columns if c in ds.column_names])
+            self._dataset = ds
+            self.label = f"hub:{location}{'/' + hub_config if hub_config else ''}:{split}" + (
+                f"@{revision}" if revision else "")
+            self.probes.append(FileFields(self.label, found, len(ds)))
+
+    @classmethod
+    def from_records(cls, label: str, records: list[dict]) -> SourceRows:
+        """Rows generated in-process (the synthetic source), read like any file's."""
+        rows = cls.__new__(cls)
+        rows.location, rows.label, rows._dataset = label, label, None
+        rows._rows = [RawRow(label, i, r, position=i) for i, r in enumerate(records)]
+        rows.probes = [FileFields.of_rows(label, rows._rows)]
+        return rows
+
+    def __len__(self) -> int:
+        return len(self._dataset) if self._dataset is not None else len(self._rows)
+
+    @property
+    def fields(self) -> set[str]:
+        return set().union(*(p.fields for p in self.probes))
+
+    def check_fields(self, source: str, required: tuple[str, ...]) -> None:
+        """Fail fast when the data cannot be this source (`a|b` means either field), file by file."""
+        probes = [p for p in self.probes if p.rows] or self.probes[:1]
+        if not probes:
+            raise SourceSchemaError(f"source {source!r} at {self.label}: no {'/'.join(LOCAL_SUFFIXES)} file found")
+        for probe in probes:
+            missing = [f for f in required if not any(alt in probe.fields for alt in f.split("|"))]
+            if missing:
+                where = probe.file if probe.file == self.label else f"{self.label} (file {probe.file})"
+                raise SourceSchemaError(
+                    f"source {source!r} at {where}: the rows lack the required field(s) {missing} "
+                    f"(fields found: {sorted(probe.fields)}{probe.unreadable_note()}); "
+                    "is this the right dataset for this source?"
+                )
+
+    def iter(self, seed: int | None = None, batch_size: int = 1000) -> Iterator[RawRow]:
+        """Every row; in a seeded random order when `seed` is given (for capped mixtures)."""
+        n = len(self)
+        order = np.random.default_rng(seed).permutation(n) if seed is not None else np.arange(n)
+        if self._dataset is None:
+            for i in order:
+                yield self._rows[i]
+            return
+        for start in range(0, n, batch_size):
+            idx = order[start:start + batch_size]
+            try:
+                batch = self._dataset.select(idx).to_dict()
+            except UnicodeDecodeError:  # a cell that is not UTF-8: read this batch row by row
+                yield from (self._hub_row(int(i)) for i in idx)
+                continue
+            for j, original in enumerate(idx):
+                yield RawRow(self.label, int(original), {k: v[j] for k, v in batch.items()}, position=int(original))
+
+    def _hub_row(self, i: int) -> RawRow:
+        try:
+            return RawRow(self.label, i, self._dataset[i], position=i)
+        except UnicodeDecodeError as err:
+            return RawRow(self.label, i, None, f"invalid UTF-8 byte at {err.start}", position=i, reason="invalid_utf8")
+
+
+@dataclass
+class FileFields:
+    """The field names one file's rows carry: what a schema check compares and reports."""
+
+    file: str
+    fields: set[str]
+    rows: int  # rows looked at
+    unreadable: Counter = field(default_factory=Counter)  # reason -> rows of those that could not be read
+
+    @classmethod
+    def of_rows(cls, file: str, rows: list[RawRow]) -> FileFields:
+        """Keys of the first readable rows; unreadable ones are counted, not taken for the schema."""
+        probe = cls(file, set(), 0)
+        readable = 0
+        for r in rows:
+            if readable >= _SCHEMA_PROBE_ROWS:
+                break
+            probe.rows += 1
+            if r.data is None:
+                probe.unreadable[r.reason or "invalid_json"] += 1
+            else:
+                readable += 1
+                probe.fields.update(r.data)
+        return probe
+
+    def unreadable_note(self) -> str:
+        if not self.unreadable:
+            return ""
+        bad = sum(self.unreadable.values())
+        return f"; {bad} of the {self.rows} rows looked at unreadable: {dict(self.unreadable)}"

@@ -1,0 +1,30 @@
+"""AoPS problems via OpenMathReasoning (`nvidia/OpenMathReasoning`, SCHEMAS.md §9).
+
+Rows: `{problem, expected_answer, problem_type, problem_source, ...}`, many per problem
+(one per generated solution; the stage's dedupe keeps one). Kept: problems whose answer
+was extracted (`problem_type == has_answer_extracted`; a null type, seen in one dump,
+is tolerated) from the AoPS forums (`problem_source` starts with `aops`, SPEC §8 "AoPS
+via OpenMathReasoning"; `MATH_training_set` rows are filtered). These then go through
+the agreement filter when the config enables it for this source.
+"""
+
+from __future__ import annotations
+
+from datalib.records import FilteredRow, RawProblem, require
+from datalib.sources.format import SourceFormat
+
+
+def normalise(row: dict) -> RawProblem:
+    problem = require(row, "problem", str).strip()
+    answer = require(row, "expected_answer", (str, int))
+    kind = row.get("problem_type")
+    if kind not in (None, "has_answer_extracted"):
+        raise FilteredRow("no_extracted_answer", f"problem_type {kind!r}")
+    origin = row.get("problem_source")
+    if isinstance(origin, str) and not origin.startswith("aops"):
+        raise FilteredRow("not_aops", f"problem_source {origin!r}")
+    return RawProblem(problem, answer)
+
+
+FORMAT = SourceFormat(required_fields=("problem", "expected_answer"), normalise=normalise,
+                      columns=("problem", "expected_answer", "problem_type", "problem_source"))
