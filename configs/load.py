@@ -1,5 +1,10 @@
 """Load the pipeline config: YAML file, then dotted overrides (`--set rl.stage1.steps=5`).
 
+A YAML may start from another one: `base: rstar2_agent_14b.yaml` (a path relative to the
+file) loads that first and merges this file's sections over it, key by key; a list or a
+scalar replaces the base's value whole. So an overlay holds only what differs
+(configs/rehearsal.yaml differs from the paper config in numbers only).
+
 Errors name the file, the dotted key and the allowed keys or values.
 """
 
@@ -78,13 +83,34 @@ def validate(data: dict[str, Any], source: str) -> PipelineConfig:
         raise ConfigError(f"invalid config {source}:\n  {lines}") from None
 
 
-def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> PipelineConfig:
-    path = Path(path)
+def merge(base: dict, over: dict) -> dict:
+    """`over` merged into a copy of `base`: mappings key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """The file's sections, with its `base:` chain merged under them."""
     if not path.exists():
-        raise ConfigError(f"config file {path} does not exist")
+        raise ConfigError(f"config file {path} does not exist" + (f" (the base of {seen[-1]})" if seen else ""))
+    if path.resolve() in seen:
+        raise ConfigError(f"{path}: `base:` goes round in a circle: {' -> '.join(map(str, [*seen, path]))}")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: `base:` names one YAML file, got {base!r}")
+    return merge(read_yaml(path.parent / base, (*seen, path.resolve())), data)
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> PipelineConfig:
+    path = Path(path)
+    data = read_yaml(path)
     for ov in overrides:
         apply_override(data, ov, source=f"{path} --set {ov}")
     return validate(data, str(path))

@@ -63,6 +63,9 @@ class TinyModelConfig(Section):
     # Initial weight of every attention head's q/k RMSNorm (assets/tiny_model.py says why).
     qk_norm_init: float = Field(2.5, gt=0)
     tokenizer_corpus_lines: int = 20000  # synthetic lines the small BPE is trained on
+    # The tokenizer the tiny model is built on: the small BPE (fast on CPU), or the real
+    # Qwen3 one (151,669 tokens; set vocab_size to Qwen3's 151936) for the paper's path.
+    tokenizer: Literal["small", "qwen3"] = "small"
 
 
 class ModelConfig(Section):

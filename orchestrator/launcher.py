@@ -67,9 +67,10 @@ class LaunchHooks:
 
 
 def stage_command(spec: StageSpec, hw: HardwareConfig, request: Path) -> list[str]:
-    """The child's command line: plain Python for one process, accelerate for more."""
+    """The child's command line: plain Python for one process, accelerate for more (stages
+    that train across processes only)."""
     stage_args = ["-m", spec.module, "--stage", spec.name, "--config-json", str(request)]
-    total = hw.processes * hw.nodes
+    total = hw.processes * hw.nodes if spec.distributed else 1
     if total <= 1:
         return [sys.executable, *stage_args]
     cmd = [sys.executable, "-m", "accelerate.commands.launch"]

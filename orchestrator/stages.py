@@ -31,6 +31,10 @@ class StageSpec:
     inputs: dict[str, str] = field(default_factory=dict, hash=False)  # role -> upstream stage
     delivered_by: str | None = None  # None: implemented. Else the issue that delivers it.
     long_running: bool = False  # True: the task runs it as a watched subprocess (SPEC §10)
+    # True: it trains across processes (one per GPU, `hardware`); others run as one process,
+    # since their work (rollouts on the engines) is not split across ranks and every rank
+    # would repeat it (found by the rehearsal: 64 copies of each evaluation on the paper config).
+    distributed: bool = False
     needs_gpus: bool = False  # checked where the stage runs, against `hardware` (orchestrator/hardware.py)
 
     @property
@@ -75,18 +79,18 @@ STAGES: tuple[StageSpec, ...] = (
     ),
     StageSpec(
         "sft", "training.sft", lambda c: {"cfg": c.sft, "rollout": c.rollout, "sandbox": c.sandbox},
-        inputs={"base": "assets", "chats": "cold_start"}, needs_gpus=True, long_running=True,
+        inputs={"base": "assets", "chats": "cold_start"}, needs_gpus=True, long_running=True, distributed=True,
     ),
     _eval("sft"),
     StageSpec(
         "rl_stage1", "training.rl", _rl("stage1"),
-        inputs={"policy": "sft", "problems": "decontaminate"}, needs_gpus=True, long_running=True,
+        inputs={"policy": "sft", "problems": "decontaminate"}, needs_gpus=True, long_running=True, distributed=True,
     ),
     _eval("rl_stage1"),
     StageSpec(  # SPEC §7: stage 2 continues stage 1's optimizer and schedule
         "rl_stage2", "training.rl", _rl("stage2"),
         inputs={"policy": "rl_stage1", "optimizer": "rl_stage1", "problems": "decontaminate"},
-        needs_gpus=True, long_running=True,
+        needs_gpus=True, long_running=True, distributed=True,
     ),
     _eval("rl_stage2"),
     StageSpec(
@@ -98,6 +102,7 @@ STAGES: tuple[StageSpec, ...] = (
     StageSpec(  # SPEC §7: stage 3 starts a fresh optimizer from the stage-2 policy
         "rl_stage3", "training.rl", _rl("stage3"),
         inputs={"policy": "rl_stage2", "problems": "stage3_filter"}, needs_gpus=True, long_running=True,
+        distributed=True,
     ),
     _eval("rl_stage3"),
     StageSpec("eval_report", "evaluation.compare", lambda c: {},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from configs.load import load_config
+from configs.schema import PipelineConfig
 from orchestrator.keys import stage_key
 from orchestrator.stages import STAGES
 from orchestrator.store import ArtifactRef, ArtifactStore
@@ -26,6 +27,17 @@ def last_implemented() -> str:
     return last
 
 
+def stage_refs(cfg: PipelineConfig) -> dict[str, ArtifactRef | None]:
+    """Each stage's committed artifact for this config (None where there is none, or upstream is missing)."""
+    store = ArtifactStore(cfg.run.artifacts_root)
+    refs: dict[str, ArtifactRef | None] = {}
+    for spec in STAGES:
+        ups = {n: refs[n] for n in spec.upstream if refs.get(n) is not None}
+        refs[spec.name] = store.lookup(spec.name, stage_key(spec, cfg, ups)) if len(ups) == len(spec.upstream) \
+            else None
+    return refs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m orchestrator.status")
     parser.add_argument("--config", default="configs/tiny.yaml")
@@ -35,15 +47,10 @@ def main() -> None:
     if args.last_implemented:
         print(last_implemented())
         return
-    cfg = load_config(args.config, args.set)
-    store = ArtifactStore(cfg.run.artifacts_root)
-    refs: dict[str, ArtifactRef] = {}
+    refs = stage_refs(load_config(args.config, args.set))
     print(f"{'stage':<15} {'status':<52} artifact")
     for spec in STAGES:
-        ups = {n: refs[n] for n in spec.upstream if n in refs}
-        ref = store.lookup(spec.name, stage_key(spec, cfg, ups)) if len(ups) == len(spec.upstream) else None
-        if ref is not None:
-            refs[spec.name] = ref
+        ref = refs[spec.name]
         status = "implemented" if spec.implemented else f"to come: {spec.delivered_by}"
         print(f"{spec.name:<15} {status:<52} {ref.uri if ref else '-'}")
 

@@ -151,6 +151,8 @@ async def build_runtime(
     fmt = ChatFormat(tokenizer)
     engines = build_engines(rollout_cfg, model_path, tokenizer)
     try:
+        for engine in engines:  # SGLang servers outlive a stage: make them serve this stage's model
+            await engine.serve(model_path)
         if sandbox is not None:
             yield RolloutRuntime(rollout_cfg, fmt, engines, sandbox, progress)
         else:

@@ -76,6 +76,10 @@ class Engine(Protocol):
         """Tokens this engine's KV cache holds; the dynamic scheduler reserves against it."""
         ...
 
+    async def serve(self, model_path: str) -> None:
+        """Serve `model_path` from now on (an SGLang server may hold another stage's weights)."""
+        ...
+
     async def update_weights(self, path: str) -> None:
         """Load new policy weights from a checkpoint directory (after an RL step)."""
         ...

@@ -1,7 +1,7 @@
 """A stand-in SGLang server for CI: SGLang's native HTTP API, answered by the local hf engine.
 
 It speaks the subset of the API our client uses (`/generate` with input_ids,
-`/server_info`, `/update_weights_from_disk`, `/flush_cache`, `/health`) with SGLang's
+`/server_info`, `/get_model_info`, `/update_weights_from_disk`, `/flush_cache`, `/health`) with SGLang's
 field names and shapes, so tests/rollout/test_sglang.py exercises the real client code
 path end to end on CPU. Stopping follows SGLang's `Req.check_finished`: the length limit
 first, then, unless `ignore_eos`, `stop_token_ids`, the model's eos ids (config +
@@ -34,6 +34,7 @@ COUNTS = web.AppKey("counts", dict)
 FAULTS = web.AppKey("faults", dict)  # fail_every: answer every n-th /generate with HTTP 500 (0: never)
 KILL = web.AppKey("kill", object)  # serve_in_thread: a callable that stops the server as if it died
 TOKENIZER_EOS = web.AppKey("tokenizer_eos", object)  # the tokenizer's eos id, or None
+LOADED = web.AppKey("loaded", dict)  # {"model_path": ...}: what /get_model_info reports, the weights loaded last
 
 
 async def _generate(request: web.Request) -> web.Response:
@@ -102,7 +103,14 @@ async def _update_weights(request: web.Request) -> web.Response:
     except Exception as exc:  # SGLang answers failures in the body, not with a status
         return web.json_response({"success": False, "message": f"{type(exc).__name__}: {exc}"})
     request.app[COUNTS]["update_weights"] += 1
+    request.app[LOADED]["model_path"] = body["model_path"]
     return web.json_response({"success": True, "message": "Succeeded to update model weights."})
+
+
+async def _model_info(request: web.Request) -> web.Response:
+    # SGLang reports the path its weights were loaded from, updated by update_weights_from_disk.
+    path = request.app[LOADED]["model_path"]
+    return web.json_response({"model_path": path, "tokenizer_path": path, "is_generation": True})
 
 
 async def _flush_cache(request: web.Request) -> web.Response:
@@ -114,16 +122,19 @@ async def _health(request: web.Request) -> web.Response:
     return web.Response(text="")
 
 
-def make_app(engine: HFEngine, *, tokenizer_eos_id: int | None = None, fail_every: int = 0) -> web.Application:
+def make_app(engine: HFEngine, *, tokenizer_eos_id: int | None = None, fail_every: int = 0,
+             model_path: str = "") -> web.Application:
     app = web.Application(client_max_size=64 * 1024**2)
     app[ENGINE] = engine
     app[COUNTS] = {"generate": 0, "failed": 0, "update_weights": 0, "flush_cache": 0}
     app[FAULTS] = {"fail_every": fail_every}
     app[TOKENIZER_EOS] = tokenizer_eos_id
+    app[LOADED] = {"model_path": model_path}
     app.router.add_post("/generate", _generate)
     app.router.add_get("/server_info", _server_info)
     app.router.add_get("/get_server_info", _server_info)  # the older name
     app.router.add_post("/update_weights_from_disk", _update_weights)
+    app.router.add_get("/get_model_info", _model_info)
     app.router.add_route("*", "/flush_cache", _flush_cache)
     app.router.add_get("/health", _health)
     return app
@@ -208,7 +219,7 @@ def main() -> None:
         from transformers import AutoTokenizer
 
         eos = AutoTokenizer.from_pretrained(args.tokenizer_path).eos_token_id
-    app = make_app(engine, tokenizer_eos_id=eos, fail_every=args.fail_every)
+    app = make_app(engine, tokenizer_eos_id=eos, fail_every=args.fail_every, model_path=args.model_path)
     web.run_app(app, host=args.host, port=args.port, handler_cancellation=True)
 
 

@@ -175,6 +175,9 @@ class HFEngine:
                 request.future.set_exception(exc)
         self._inflight.clear()
 
+    async def serve(self, model_path: str) -> None:
+        """Nothing to do: an hf engine is built from the stage's model (`from_config`)."""
+
     async def update_weights(self, path: str) -> None:
         model = await asyncio.to_thread(load_model, path, str(self._model.dtype).removeprefix("torch."))
         async with self._model_lock:

@@ -114,6 +114,21 @@ class SGLangEngine:
         self.stats.output_tokens += len(result.output_ids)
         return result
 
+    async def serve(self, model_path: str) -> None:
+        """Make the server serve `model_path`. A server keeps the model it was started with
+        (or the weights pushed last) across stages, so a stage pushes its own checkpoint
+        first; it skips the push when `/get_model_info` already names that path."""
+        try:
+            response = await self._client.get("/get_model_info")
+            served = response.json().get("model_path") if response.status_code == 200 else None
+        except (httpx.TransportError, ValueError) as exc:
+            raise EngineError(f"{self.url}/get_model_info: {type(exc).__name__}: {exc}") from exc
+        if served == model_path:
+            return
+        log.info("%s serves %s; loading %s", self.url, served, model_path)
+        await self.update_weights(model_path)
+        await self.flush_cache()
+
     async def update_weights(self, path: str) -> None:
         response = await self._client.post("/update_weights_from_disk", json={"model_path": path})
         response.raise_for_status()

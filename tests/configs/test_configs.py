@@ -123,3 +123,21 @@ def test_zero3_json_passes_deepspeeds_own_validation(monkeypatch):
     zero["stagee"] = 3  # a typo must be rejected, not ignored
     with pytest.raises(Exception, match="stagee"):
         DeepSpeedConfig(ds)
+
+
+def test_a_yaml_can_start_from_a_base_and_change_numbers_only(tmp_path):
+    (tmp_path / "base.yaml").write_text("rl:\n  lr: 1.0e-6\n  stage1: {steps: 300, max_turns: 10}\n"
+                                        "eval: {pass_k: [1, 4, 8]}\n")
+    (tmp_path / "over.yaml").write_text("base: base.yaml\nrl:\n  stage1: {steps: 2}\neval: {pass_k: [1]}\n")
+    c = load_config(tmp_path / "over.yaml", ["rl.stage1.max_turns=3"])
+    assert (c.rl.lr, c.rl.stage1.steps, c.rl.stage1.max_turns, c.eval.pass_k) == (1e-6, 2, 3, [1])
+
+
+def test_a_base_chain_that_goes_round_or_is_missing_is_named(tmp_path):
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(ConfigError, match="circle"):
+        load_config(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("base: nowhere.yaml\n")
+    with pytest.raises(ConfigError, match="nowhere.yaml does not exist .the base of"):
+        load_config(tmp_path / "c.yaml")

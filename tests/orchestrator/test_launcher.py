@@ -135,6 +135,19 @@ def test_command_plain_python_or_accelerate():
     assert "--multi_gpu" not in cmd and cmd[cmd.index("-m", 3) + 1] == "training.sft"
 
 
+def test_only_training_stages_start_one_process_per_gpu():
+    """Evaluation and the stage-3 filter roll out on the engines and split nothing across
+    ranks: under the paper's 64 processes each rank repeated the whole evaluation."""
+    req = Path("/w/launch.json")
+    paper = PipelineConfig.model_validate(
+        {"hardware": {"gpus_per_node": 8, "nodes": 8, "accelerate_config": "configs/accelerate/zero3.yaml"}})
+    several = {s for s in BY_NAME.values() if s.long_running
+               and "accelerate.commands.launch" in stage_command(s, paper.hardware, req)}
+    assert {s.name for s in several} == {"sft", "rl_stage1", "rl_stage2", "rl_stage3"}
+    for name in ("eval_sft", "eval_rl_stage3", "stage3_filter"):
+        assert stage_command(BY_NAME[name], paper.hardware, req)[1:3] == ["-m", BY_NAME[name].module]
+
+
 def test_two_processes_through_accelerate_share_the_output(tmp_path):
     """hardware.processes_per_node=2 on CPU: `accelerate launch --multi_gpu` starts two ranks."""
     store = ArtifactStore(str(tmp_path / "store"))

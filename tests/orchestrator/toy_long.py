@@ -43,10 +43,11 @@ def run(cfg, inputs: dict[str, Path], out_dir: Path) -> dict:
     return {"steps": cfg.steps}
 
 
-LONG = StageSpec("long", "toy_long", lambda c: {"cfg": c.rl.stage1}, long_running=True)
+LONG = StageSpec("long", "toy_long", lambda c: {"cfg": c.rl.stage1}, long_running=True, distributed=True)
 RESUMABLE = StageSpec("resumable", "toy_resume", lambda c: {"cfg": c.rl.stage2, "name": "resumable"},
                       long_running=True)
-RANKS = StageSpec("ranks", "toy_resume", lambda c: {"cfg": c.rl.stage3, "name": "ranks"}, long_running=True)
+RANKS = StageSpec("ranks", "toy_resume", lambda c: {"cfg": c.rl.stage3, "name": "ranks"}, long_running=True,
+                  distributed=True)
 REGISTRY = {s.name: s for s in (LONG, RESUMABLE, RANKS)}
 
 

@@ -221,3 +221,27 @@ async def test_cancelling_a_rollout_reaches_the_server_side_request(tiny_assets,
                 break
         await client.aclose()
         assert engine.inflight == 0  # the server dropped the row: the hung-up request is no longer decoded
+
+
+async def test_a_runtime_makes_every_server_serve_its_stage_model(tiny_assets, tmp_path):
+    """SGLang servers outlive a stage: they hold the model they were started with, or the
+    weights an earlier stage pushed. `build_runtime` for a checkpoint pushes that checkpoint to
+    every server before the first request (found by the rehearsal of the paper's path: stage 1
+    rolled out with whatever the servers had loaded, not the SFT checkpoint), and pushes nothing
+    to a server that already serves it."""
+    import shutil
+
+    from configs.sandbox import SandboxConfig
+    from rollout.runtime import build_runtime
+
+    checkpoint = tmp_path / "sft_model"
+    shutil.copytree(tiny_assets.model, checkpoint)
+    engines = [HFEngine.from_pretrained(tiny_assets.model, kv_capacity_tokens=3000) for _ in range(2)]
+    with serve_in_thread(engines[0], model_path=tiny_assets.model) as (a, app_a), \
+            serve_in_thread(engines[1], model_path=str(checkpoint)) as (b, app_b):
+        cfg = RolloutConfig(engine="sglang", sglang_urls=[a, b])
+        async with build_runtime(cfg, SandboxConfig(), str(checkpoint), tiny_assets.tokenizer):
+            info = [httpx.get(f"{u}/get_model_info").json()["model_path"] for u in (a, b)]
+        assert info == [str(checkpoint)] * 2
+        assert (app_a[COUNTS]["update_weights"], app_b[COUNTS]["update_weights"]) == (1, 0)
+        assert app_a[COUNTS]["flush_cache"] == 1
