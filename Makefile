@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo demo-postgres test test-all lint stop screenshot
+.PHONY: setup demo demo-postgres rehearse test test-all lint stop screenshot
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: setup
 
 demo-postgres: setup
 	RSTAR_DB=postgres PREFECT_PORT=4202 bash scripts/demo.sh
+
+# The paper's path at CPU sizes through Prefect (configs/rehearsal.yaml): make rehearse DATA=../shared/data
+rehearse: setup
+	bash scripts/rehearse.sh $(DATA) $(REHEARSE_ARGS)
 
 test: setup
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -m "not slow and not gpu"

@@ -20,6 +20,7 @@ from pathlib import Path
 from configs.load import ConfigError, load_config
 from configs.schema import PipelineConfig
 from orchestrator.hardware import HardwareError, check_hardware
+from orchestrator.keys import KeyMismatchError
 from orchestrator.launcher import PROGRESS_ENV, RESULT_ENV
 from orchestrator.runner import (
     MissingUpstreamError,
@@ -38,7 +39,8 @@ from stagekit.workdir import WorkDirBusyError
 def stage_main(stage: str, argv: list[str] | None = None, registry: Mapping[str, StageSpec] | None = None) -> None:
     try:
         _stage_main(stage, argv, registry or BY_NAME)
-    except (ConfigError, HardwareError, StageNotImplementedError, MissingUpstreamError, WorkDirBusyError) as e:
+    except (ConfigError, HardwareError, StageNotImplementedError, MissingUpstreamError, WorkDirBusyError,
+            KeyMismatchError) as e:
         # Expected failures get one clear message, not a traceback.
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -63,9 +65,10 @@ def _stage_main(stage: str, argv: list[str] | None, registry: Mapping[str, Stage
         cfg = PipelineConfig.model_validate(request["config"])
         upstream = {n: ArtifactRef.model_validate(r) for n, r in request["upstream"].items()}
         force, config_name = bool(request["force"]) or args.force, str(args.config_json)
+        expected_key = request.get("key")
     else:
         cfg = load_config(args.config, args.set)
-        upstream, force, config_name = None, args.force, args.config
+        upstream, force, config_name, expected_key = None, args.force, args.config, None
     if spec.needs_gpus:  # checked where the stage runs; CPU stages of a GPU config run anywhere
         check_hardware(cfg.hardware, config_name, stage=spec.name)
     ensure_implemented(spec)
@@ -73,7 +76,7 @@ def _stage_main(stage: str, argv: list[str] | None, registry: Mapping[str, Stage
     if upstream is None:
         upstream = resolve_upstream(spec, cfg, store, registry)
     with _progress_sink(spec.name):
-        ref = run_stage(spec, cfg, upstream, store, force=force)
+        ref = run_stage(spec, cfg, upstream, store, force=force, expected_key=expected_key)
     if ref is None:
         return  # not rank 0: rank 0 reports the artifact
     if result := os.environ.get(RESULT_ENV):

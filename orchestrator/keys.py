@@ -97,3 +97,19 @@ def key_payload(spec: StageSpec, cfg: PipelineConfig, upstream: dict[str, Artifa
 
 def stage_key(spec: StageSpec, cfg: PipelineConfig, upstream: dict[str, ArtifactRef]) -> str:
     return digest_json(key_payload(spec, cfg, upstream), 32)
+
+
+class KeyMismatchError(RuntimeError):
+    """Whoever runs a stage computes a different key than whoever asked for it."""
+
+
+def check_key(stage: str, key: str, expected: str | None) -> None:
+    """A stage is keyed once, by whoever starts it (the flow, or the launcher's parent); the
+    process that runs it, on this machine or a pool's, must compute the same key, or its
+    artifact would land where the caller never looks."""
+    if expected is not None and key != expected:
+        raise KeyMismatchError(
+            f"stage {stage!r}: this process computes key {key}, but the run that started it computed {expected}. "
+            "The code, the installed library versions or a local input file differ between the two (another "
+            "checkout on a pool's machine, or files edited since the run started). Run the same commit and "
+            "environment everywhere; `python -m orchestrator.code_version <stage module>` prints what a key covers.")

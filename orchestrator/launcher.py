@@ -110,7 +110,7 @@ def launch_stage(
         work.start_attempt()
         request = work.path / "launch.json"
         request.write_text(json.dumps({
-            "stage": spec.name, "force": force, "config": cfg.model_dump(mode="json"),
+            "stage": spec.name, "key": key, "force": force, "config": cfg.model_dump(mode="json"),
             "upstream": {n: r.model_dump() for n, r in upstream.items()},
         }, indent=1))
         result = work.path / "result.json"

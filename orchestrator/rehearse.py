@@ -49,8 +49,18 @@ REAL_COLD_START = {  # source -> its real rows under <data>/samples (../shared/d
 REAL_RL = {"dapo_math": "dapo_math_17k.jsonl", "project_euler": "project_euler.jsonl"}
 BUILT = {"apigen_mt": rehearsal_rows.APIGEN_MT, "nemotron_chat": rehearsal_rows.NEMOTRON_CHAT,
          "openmathreasoning": rehearsal_rows.OPENMATHREASONING}
-# The CI cut: fewer rows, problems and steps, the same code paths.
-CUTS = {"ci": ["sft.epochs=0.5", "rl.stage1.steps=1", "eval.lm_eval.limit=1"]}
+# A cut: overrides on top of the config (fewer rows, problems and steps; the same code paths)
+# and, per run, the stage it stops after (absent: the whole pipeline). The CI cut trains one
+# SFT step of 4 rows and one RL step, draws one sample per evaluation problem, and stops the
+# GRPO-RoC run after the first RL stage's evaluation and the PROF run after its first RL
+# stage: every code path of the paper's path once (stages 2-3 and the report run the same
+# code as the demo's, which CI runs in full).
+CUTS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "ci": (["sft.epochs=0.1", "sft.global_batch_size=4", "sft.micro_batch_per_device=1", "rl.stage1.steps=1",
+            "eval.samples_per_problem=1", "eval.pass_k=[1]", "eval.lm_eval.limit=1",
+            "data.rl_curation.agreement.samples_per_problem=4"],
+           {"grpo_roc": "eval_rl_stage1", "prof": "rl_stage1"}),
+}
 RUNS = (("grpo_roc", []), ("prof", ["rl.algorithm=prof"]))
 
 
@@ -137,30 +147,36 @@ def fake_sglang_servers(model: str, ports: tuple[int, ...], log_dir: Path) -> It
                 proc.kill()
 
 
-def _flow_run(overrides: list[str], label: str) -> None:
-    params = json.dumps({"overrides": overrides})
+def _flow_run(overrides: list[str], label: str, until: str | None) -> None:
+    params = json.dumps({"overrides": overrides, **({"until": until} if until else {})})
     cmd = ["prefect", "deployment", "run", "rstar-full/rehearsal", "--watch", "--watch-timeout", "3600",
            "--params", params]
     print(f"flow run ({label}): {shlex.join(cmd)}", flush=True)
     subprocess.run(cmd, cwd=REPO_ROOT, check=True)
 
 
-def _stages_as_modules(overrides: list[str]) -> None:
-    for spec in STAGES:
+def _stages(until: str | None) -> list:
+    names = [s.name for s in STAGES]
+    return list(STAGES[: names.index(until) + 1] if until else STAGES)
+
+
+def _stages_as_modules(overrides: list[str], until: str | None) -> None:
+    for spec in _stages(until):
         extra = ("--stage", spec.name) if spec.module in ("training.rl", "evaluation.math_eval") else ()
         started = time.perf_counter()
         _stage(spec.module, overrides, *extra)
         print(f"  {spec.name:<16} {time.perf_counter() - started:6.1f} s", flush=True)
 
 
-def check(cfg: PipelineConfig, label: str) -> list[str]:
+def check(cfg: PipelineConfig, label: str, until: str | None = None) -> list[str]:
     """Every stage's artifact for this config, with what a person looks at; raises on a gap."""
     refs = stage_refs(cfg)
-    missing = [s.name for s in STAGES if refs.get(s.name) is None]
+    stages = _stages(until)
+    missing = [s.name for s in stages if refs.get(s.name) is None]
     if missing:
         raise RuntimeError(f"rehearsal ({label}): no artifact for {', '.join(missing)}")
     rows = [f"## {label}", "", "| stage | card | plots | metrics (first five) |", "|---|---|---|---|"]
-    for spec in STAGES:
+    for spec in stages:
         path = Path(refs[spec.name].uri)
         metrics = json.loads((path / artifacts.MANIFEST).read_text())["metrics"]
         shown = ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:5])
@@ -175,12 +191,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, required=True, help="a folder like ../shared/data (samples/, benchmarks/)")
     parser.add_argument("--cut", choices=sorted(CUTS), help="fewer rows and steps (the CI run)")
     parser.add_argument("--stages-only", action="store_true", help="run the stages as plain modules, no Prefect")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets",
+                        help="a config override on top of the cut (repeatable)")
     parser.add_argument("--ports", default="30101,30102", help="ports of the two fake SGLang servers")
     args = parser.parse_args(argv)
     if not (args.data / "samples").is_dir() or not (args.data / "benchmarks").is_dir():
         raise SystemExit(f"error: {args.data} has no samples/ and benchmarks/ (a copy of ../shared/data is expected)")
     started = time.perf_counter()
-    cut = CUTS.get(args.cut, [])
+    cut_sets, stops = CUTS.get(args.cut, ([], {}))
+    cut = [*cut_sets, *args.sets]
     cfg = load_config(REPO_ROOT / CONFIG, cut)
     out = resolve_local(cfg.run.artifacts_root).parent
     lines = prepare_data(args.data.resolve(), cfg)
@@ -191,11 +210,12 @@ def main(argv: list[str] | None = None) -> None:
     with fake_sglang_servers(str(model), tuple(int(p) for p in args.ports.split(",")), out / "logs") as urls:
         for label, extra in RUNS:
             overrides = [*cut, *extra, f"rollout.sglang_urls={json.dumps(urls)}"]
+            until = stops.get(label)
             if args.stages_only:
-                _stages_as_modules(overrides)
+                _stages_as_modules(overrides, until)
             else:
-                _flow_run(overrides, label)
-            report += check(load_config(REPO_ROOT / CONFIG, overrides), label) + [""]
+                _flow_run(overrides, label, until)
+            report += check(load_config(REPO_ROOT / CONFIG, overrides), label, until) + [""]
     report.append(f"rehearsal done in {(time.perf_counter() - started) / 60:.1f} min")
     (out / "rehearsal.md").write_text("\n".join(report) + "\n")
     print("\n".join(report))

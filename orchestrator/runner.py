@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 from configs.schema import PipelineConfig
-from orchestrator.keys import digest_json, key_payload, stage_key
+from orchestrator.keys import check_key, digest_json, key_payload, stage_key
 from orchestrator.stages import BY_NAME, STAGES, StageSpec
 from orchestrator.store import ArtifactRef, ArtifactStore
 from stagekit.workdir import WorkDir
@@ -90,11 +90,14 @@ def run_stage(
     upstream: dict[str, ArtifactRef],
     store: ArtifactStore,
     force: bool = False,
+    expected_key: str | None = None,
 ) -> ArtifactRef | None:
-    """The stage's artifact: the cached one, or a fresh one. None on ranks other than 0."""
+    """The stage's artifact: the cached one, or a fresh one. None on ranks other than 0.
+    `expected_key`: the key the process that started this one computed (keys.check_key)."""
     ensure_implemented(spec)
     payload = key_payload(spec, cfg, upstream)  # hashes local input files once per run
     key = digest_json(payload, 32)
+    check_key(spec.name, key, expected_key)
     if not force and (ref := store.lookup(spec.name, key)) is not None:
         log.info("stage %s: cache hit %s", spec.name, ref.uri)
         return ref

@@ -26,6 +26,9 @@ prefect work-pool inspect rstar-local >/dev/null 2>&1 || prefect work-pool creat
 prefect work-pool inspect rstar-gpu >/dev/null 2>&1 || prefect work-pool create rstar-gpu --type process >/dev/null
 prefect --no-prompt deploy --all >"$PREFECT_HOME/deploy.log" 2>&1 || { cat "$PREFECT_HOME/deploy.log"; exit 1; }
 
+# Workers poll for scheduled runs every 2 s (Prefect's default is 10): a pipeline of a dozen
+# stages sent to another pool waits for a poll at each one.
+export PREFECT_WORKER_QUERY_SECONDS="${PREFECT_WORKER_QUERY_SECONDS:-2}"
 WORKER_PID="$PREFECT_HOME/worker-$PREFECT_PORT.pid"
 if ! { [ -f "$WORKER_PID" ] && kill -0 "$(cat "$WORKER_PID")" 2>/dev/null; }; then
   nohup prefect worker start --pool rstar-local >"$PREFECT_HOME/worker-$PREFECT_PORT.log" 2>&1 &

@@ -37,7 +37,7 @@ from stagekit.workdir import WorkDir
 from training.batch_plan import BatchPlan
 from training.curves import CurveLogger, plot_curves
 from training.heldout import heldout_accuracy, heldout_metrics
-from training.sft_data import SFTDataError, chat_rows, training_tokenizer
+from training.sft_data import SFTDataError, chat_rows, training_tokenizer, truncation
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,17 @@ def build_trainer(cfg: SFTConfig, model_path: str, tokenizer_path: str, sft_parq
         disable_tqdm=not is_main_process(),
     )
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.bfloat16 if on_gpu else torch.float32)
-    dataset = Dataset.from_list([{"messages": r["messages"], "tools": r["tools"]} for r in chat_rows(sft_parquet)])
+    rows = chat_rows(sft_parquet)
+    cut = truncation(rows, tokenizer, cfg.max_seq_tokens)
+    if cut.emptied == len(rows):
+        raise SFTDataError(f"{sft_parquet}: all {len(rows)} conversations lost every assistant token to "
+                           f"truncation at sft.max_seq_tokens={cfg.max_seq_tokens}; raise it")
+    if cut.truncated:
+        log.warning("sft: %d of %d conversations are longer than sft.max_seq_tokens=%d: %.1f%% of the assistant "
+                    "tokens are cut and not trained on, and %d conversations keep none (%s)", cut.truncated,
+                    len(rows), cfg.max_seq_tokens, 100 * cut.assistant_tokens_lost / max(cut.assistant_tokens, 1),
+                    cut.emptied, "dropped by TRL" if not cfg.packing else "trained on with no loss token")
+    dataset = Dataset.from_list([{"messages": r["messages"], "tools": r["tools"]} for r in rows])
     from torch.utils.tensorboard import SummaryWriter
     from transformers.integrations import TensorBoardCallback
 
@@ -94,16 +104,7 @@ def build_trainer(cfg: SFTConfig, model_path: str, tokenizer_path: str, sft_parq
         callbacks.append(TensorBoardCallback(SummaryWriter(str(curves_dir / artifacts.TENSORBOARD))))
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          callbacks=callbacks)
-    # TRL truncates each conversation to max_length and then drops, without a word, those
-    # left with no assistant token (a long system prompt and tools block can do that).
-    kept = len(trainer.train_dataset) if not cfg.packing else None
-    if len(trainer.train_dataset) == 0:
-        raise SFTDataError(f"{sft_parquet}: all {len(dataset)} conversations lost every assistant token to "
-                           f"truncation at sft.max_seq_tokens={cfg.max_seq_tokens}; raise it")
-    trainer.conversations_dropped = None if kept is None else len(dataset) - kept  # type: ignore[attr-defined]
-    if trainer.conversations_dropped:
-        log.warning("sft: %d of %d conversations had no assistant token left within %d tokens and are not "
-                    "trained on", trainer.conversations_dropped, len(dataset), cfg.max_seq_tokens)
+    trainer.truncation = cut  # type: ignore[attr-defined]
     return trainer
 
 
@@ -134,7 +135,7 @@ def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: 
     if not is_main_process():
         return {}
     plot_curves(out_dir / artifacts.CURVES, out_dir / artifacts.CURVES_PLOT, f"SFT: {paths.model}")
-    metrics |= {"conversations_dropped_by_truncation": trainer.conversations_dropped,
+    metrics |= trainer.truncation.metrics() | {
                 "steps": trainer.state.global_step, "train_loss": round(result.training_loss, 5),
                 "final_loss": round(trainer.state.log_history[-2]["loss"], 5) if len(trainer.state.log_history) > 1
                 else None, "resumed_from_step": int(resume.rsplit("-", 1)[1]) if resume else 0,

@@ -18,6 +18,7 @@ rollout's token stream for the same conversation (tests/training/test_sft_data.p
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -74,3 +75,36 @@ def training_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = "<|endoftext|>" if "<|endoftext|>" in tokenizer.get_vocab() else tokenizer.eos_token
     return tokenizer
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """What cutting every conversation to `max_tokens` costs, measured with the training template."""
+
+    max_tokens: int
+    conversations: int
+    truncated: int  # longer than max_tokens
+    emptied: int  # no assistant token left within max_tokens
+    assistant_tokens: int
+    assistant_tokens_lost: int
+
+    def metrics(self) -> dict[str, float]:
+        lost = self.assistant_tokens_lost / self.assistant_tokens if self.assistant_tokens else 0.0
+        return {"conversations_truncated": self.truncated, "conversations_without_assistant_tokens": self.emptied,
+                "assistant_tokens_lost_to_truncation": round(lost, 4)}
+
+
+def truncation(rows: list[dict], tokenizer: PreTrainedTokenizerBase, max_tokens: int) -> Truncation:
+    """Measure truncation before TRL applies it: TRL cuts each conversation (or, packed, each
+    sequence) to `max_length` without a word, and only without packing drops the emptied ones."""
+    truncated = emptied = total = lost = 0
+    for row in rows:
+        out = tokenizer.apply_chat_template(row["messages"], tools=json.loads(row["tools"]) or None, tokenize=True,
+                                            return_dict=True, return_assistant_tokens_mask=True)
+        mask = out["assistant_masks"]
+        kept = sum(mask[:max_tokens])
+        truncated += len(mask) > max_tokens
+        emptied += kept == 0
+        total += sum(mask)
+        lost += sum(mask) - kept
+    return Truncation(max_tokens, len(rows), truncated, emptied, total, lost)

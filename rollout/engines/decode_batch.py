@@ -15,6 +15,7 @@ Greedy (temperature 0) reports the log-softmax of the raw logits.
 
 from __future__ import annotations
 
+import inspect
 import random
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -104,7 +105,7 @@ def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
         return t
     shape = list(t.shape)
     shape[dim] = missing
-    return torch.cat([torch.zeros(shape, dtype=t.dtype), t], dim=dim)
+    return torch.cat([torch.zeros(shape, dtype=t.dtype, device=t.device), t], dim=dim)
 
 
 class DecodeBatch:
@@ -113,11 +114,20 @@ class DecodeBatch:
     def __init__(self, model: torch.nn.Module, pad_token_id: int) -> None:
         self.model = model
         self.pad = pad_token_id
+        # The model's tensors live on its device; sampling runs on the CPU with per-row CPU
+        # generators, so a seed draws the same tokens wherever the model runs.
+        self.device = next(model.parameters()).device
+        # transformers renamed `past_key_values` to `cache` (5.2x); an older one ignores `cache`
+        # without a word and decodes every token as if the prompt were gone.
+        self.cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
         self.rows: list[_Row] = []
         self.cache: DynamicCache | None = None
-        self.attention = torch.zeros((0, 0), dtype=torch.long)  # (rows, cache width): 0 on padding
-        self.next_pos = torch.zeros((0,), dtype=torch.long)  # position of each row's next token
-        self.logits = torch.zeros((0, 0))  # (rows, vocab): distribution of each row's next token
+        self.attention = self._long((0, 0))  # (rows, cache width): 0 on padding
+        self.next_pos = self._long((0,))  # position of each row's next token
+        self.logits = torch.zeros((0, 0))  # (rows, vocab), on the CPU: distribution of each row's next token
+
+    def _long(self, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.zeros(shape, dtype=torch.long, device=self.device)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -131,13 +141,13 @@ class DecodeBatch:
         for i, (_, ids, _) in enumerate(requests):
             input_ids[i, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention[i, width - len(ids) :] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         cache = DynamicCache(config=self.model.config)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         # logits_to_keep=1: only the next-token distribution (full prompt logits would be rows x length x vocab)
-        out = self.model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, cache=cache, logits_to_keep=1
-        )
-        logits = out.logits[:, -1].float()
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                         logits_to_keep=1, **{self.cache_kw: cache})
+        logits = out.logits[:, -1].float().cpu()
         rows = [
             _Row(key, p, torch.Generator().manual_seed(p.seed if p.seed is not None else random.getrandbits(62)))
             for key, _, p in requests
@@ -178,15 +188,16 @@ class DecodeBatch:
             self._select(keep)
             tokens = tokens[keep]
         if self.rows:
-            self.attention = torch.cat([self.attention, torch.ones((len(self.rows), 1), dtype=torch.long)], dim=-1)
+            ones = torch.ones((len(self.rows), 1), dtype=torch.long, device=self.device)
+            self.attention = torch.cat([self.attention, ones], dim=-1)
             out = self.model(
-                input_ids=tokens[:, None],
+                input_ids=tokens[:, None].to(self.device),
                 attention_mask=self.attention,
                 position_ids=self.next_pos[:, None],
-                cache=self.cache,
                 logits_to_keep=1,
+                **{self.cache_kw: self.cache},
             )
-            self.logits = out.logits[:, -1].float()
+            self.logits = out.logits[:, -1].float().cpu()
             self.next_pos = self.next_pos + 1
         return finished
 
@@ -199,12 +210,14 @@ class DecodeBatch:
     def _select(self, keep: list[int]) -> None:
         self.rows = [self.rows[j] for j in keep]
         if not keep:  # empty: start the next add from scratch
-            self.cache, self.attention = None, torch.zeros((0, 0), dtype=torch.long)
-            self.next_pos, self.logits = torch.zeros((0,), dtype=torch.long), torch.zeros((0, 0))
+            self.cache, self.attention = None, self._long((0, 0))
+            self.next_pos, self.logits = self._long((0,)), torch.zeros((0, 0))
             return
         index = torch.tensor(keep, dtype=torch.long)
-        self.cache.batch_select_indices(index)
-        self.attention, self.next_pos, self.logits = self.attention[index], self.next_pos[index], self.logits[index]
+        on_device = index.to(self.device)
+        self.cache.batch_select_indices(on_device)
+        self.attention, self.next_pos = self.attention[on_device], self.next_pos[on_device]
+        self.logits = self.logits[index]
         lead = int(self.attention.any(0).int().argmax())  # columns that are padding in every row left
         if lead > 0 and _full_attention(self.cache):  # no left crop in transformers: slice the tensors
             for layer in self.cache.layers:

@@ -207,4 +207,6 @@ class HFEngine:
 
 
 def load_model(path: str, dtype: str) -> torch.nn.Module:
-    return AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    """The weights at `path`, on the GPU when there is one (decode_batch keeps the batch there)."""
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    return model.to("cuda") if torch.cuda.is_available() else model

@@ -203,8 +203,10 @@ EVAL_CUT = ["eval.samples_per_problem=1", "eval.max_response_tokens=32", "eval.m
             "eval.benchmarks=[{name: synthetic_eval, location: synthetic, problems: 2}]"]
 
 
+@pytest.mark.slow
 def test_real_flow_runs_implemented_stages_on_tiny_config(tmp_path):
-    """The real stages through the real flow: what `make demo` runs, minus the worker."""
+    """The real stages through the real flow: what `make demo` runs, minus the worker. Slow
+    (2 min): CI runs `make demo` itself on a fresh clone, through a worker."""
     from orchestrator.stages import STAGES
     from orchestrator.status import last_implemented
 

@@ -275,3 +275,30 @@ def test_a_config_loaded_from_its_own_dump_has_the_same_keys():
         for spec in STAGES:
             ups = {n: FAKE_UPSTREAM[n] for n in spec.upstream}
             assert stage_key(spec, again, ups) == stage_key(spec, cfg, ups), spec.name
+
+
+def test_a_stage_keyed_by_its_starter_refuses_to_run_under_another_key(tmp_path, monkeypatch):
+    """The rehearsal's bug: a file edited while a GPU stage ran on its pool moved the flow's
+    lookup key, so hours of work finished as 'the store has no artifact'. The starter's key now
+    travels with the stage (launch.json, the rstar-stage parameter) and a process that computes
+    another one stops before any work, saying why."""
+    from flows.rstar_stage import rstar_stage
+    from orchestrator.keys import KeyMismatchError
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "keytoy_once.py").write_text("def run(cfg, inputs, out_dir):\n    (out_dir / 'ran').write_text('')\n")
+    monkeypatch.syspath_prepend(str(proj))
+    spec = StageSpec("once", "keytoy_once", lambda c: {"cfg": c.rl.stage1})
+    cfg = PipelineConfig.model_validate({"run": {"artifacts_root": str(tmp_path / "store")}})
+    store = ArtifactStore(cfg.run.artifacts_root)
+    started_with = stage_key(spec, cfg, {})
+    (proj / "keytoy_once.py").write_text("def run(cfg, inputs, out_dir):\n    (out_dir / 'ran2').write_text('')\n")
+    expected = rf"computes key \w+, but the run that started it computed {started_with}"
+    with pytest.raises(KeyMismatchError, match=expected):
+        run_stage(spec, cfg, {}, store, expected_key=started_with)
+    assert store.lookup("once", started_with) is None and store.lookup("once", stage_key(spec, cfg, {})) is None
+    monkeypatch.setattr("flows.rstar_stage.load_stages", lambda path: (spec,))
+    with pytest.raises(KeyMismatchError, match="another checkout on a pool's machine"):
+        rstar_stage.fn(stage="once", config=cfg.model_dump(mode="json"), upstream={}, key=started_with)
+    assert run_stage(spec, cfg, {}, store, expected_key=stage_key(spec, cfg, {})) is not None

@@ -35,6 +35,26 @@ def test_greedy_batch_matches_transformers_generate(model, prompts):
         assert r.finish_reason == "length" and len(r.logprobs) == n
 
 
+class _OlderForward(torch.nn.Module):
+    """A model as transformers before 5.2x calls its cache argument (`past_key_values`); such a
+    model ignores `cache=`, which decoded every token after the first as if the prompt were gone."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner, self.config = inner, inner.config
+
+    def forward(self, input_ids, attention_mask, position_ids, past_key_values=None, logits_to_keep=0, **unused):
+        assert not unused, f"unexpected arguments {sorted(unused)}"
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          cache=past_key_values, logits_to_keep=logits_to_keep)
+
+
+def test_the_cache_reaches_a_model_that_calls_it_past_key_values(model, prompts):
+    params = [SamplingParams(12, temperature=0.0) for _ in prompts]
+    assert [r.output_ids for r in decode_batch(_OlderForward(model), prompts, params, PAD)] == \
+        [r.output_ids for r in decode_batch(model, prompts, params, PAD)]
+
+
 def test_seeded_samples_do_not_depend_on_the_batch(model, prompts):
     params = [SamplingParams(24, temperature=1.0, seed=100 + i) for i in range(3)]
     together = decode_batch(model, prompts, params, PAD)

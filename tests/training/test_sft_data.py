@@ -169,20 +169,33 @@ def test_batch_plan_refuses_what_cannot_make_the_global_batch():
         BatchPlan.make(128, 1, 3)
 
 
-def test_conversations_truncated_to_nothing_are_counted_or_refused(tiny_assets, synthetic_rows, tmp_path):
-    """TRL drops a conversation left without assistant tokens after truncation; we say so."""
+def test_truncation_is_measured_with_and_without_packing(tiny_assets, synthetic_rows, tmp_path):
+    """TRL cuts conversations to max_length without a word (and, packed, does not even drop the
+    emptied ones): the stage measures what is lost, refuses a cut that leaves nothing, and says so."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from configs.schema import SFTConfig
     from training.sft import build_trainer
+    from training.sft_data import chat_rows, training_tokenizer, truncation
 
     parquet = tmp_path / "sft.parquet"
     pq.write_table(pa.Table.from_pylist([{"id": r["id"], "source": "synthetic", "messages": r["messages"],
                                           "tools": r["tools"]} for r in synthetic_rows[:8]]), parquet)
-    cfg = SFTConfig(global_batch_size=4, micro_batch_per_device=4, max_seq_tokens=32)  # < system + tools (~45 tokens)
-    with pytest.raises(SFTDataError, match=r"all 8 conversations lost every assistant token .*max_seq_tokens=32"):
-        build_trainer(cfg, tiny_assets.model, tiny_assets.tokenizer, parquet, tmp_path / "t", tmp_path)
-    ok = build_trainer(cfg.model_copy(update={"max_seq_tokens": 2048}), tiny_assets.model, tiny_assets.tokenizer,
-                       parquet, tmp_path / "t2", tmp_path)
-    assert ok.conversations_dropped == 0 and len(ok.train_dataset) == 8
+    tokenizer = training_tokenizer(tiny_assets.tokenizer)
+    rows = chat_rows(parquet)
+    lengths = [len(tokenizer.apply_chat_template(r["messages"], tools=json.loads(r["tools"]) or None, tokenize=True,
+                                                 return_dict=True)["input_ids"]) for r in rows]
+    for packing in (False, True):
+        cfg = SFTConfig(global_batch_size=4, micro_batch_per_device=4, max_seq_tokens=32, packing=packing)
+        with pytest.raises(SFTDataError, match=r"all 8 conversations lost every assistant token .*max_seq_tokens=32"):
+            build_trainer(cfg, tiny_assets.model, tiny_assets.tokenizer, parquet, tmp_path / "t", tmp_path)
+    inside = min(lengths) - 3  # cuts every one inside its last assistant turn
+    cut = truncation(rows, tokenizer, inside)
+    assert cut.truncated == 8
+    assert 0 < cut.assistant_tokens_lost < cut.assistant_tokens and cut.emptied == 0
+    assert 0 < cut.metrics()["assistant_tokens_lost_to_truncation"] < 1
+    ok = build_trainer(SFTConfig(global_batch_size=4, micro_batch_per_device=4, max_seq_tokens=2048, packing=True),
+                       tiny_assets.model, tiny_assets.tokenizer, parquet, tmp_path / "t2", tmp_path)
+    assert ok.truncation.metrics() == {"conversations_truncated": 0, "conversations_without_assistant_tokens": 0,
+                                       "assistant_tokens_lost_to_truncation": 0.0}
