@@ -5,7 +5,8 @@ file) loads that first and merges this file's sections over it, key by key; a li
 scalar replaces the base's value whole. So an overlay holds only what differs
 (configs/rehearsal.yaml differs from the paper config in numbers only).
 
-Errors name the file, the dotted key and the allowed keys or values.
+Errors name the file, the dotted key and the allowed keys or values; a key written twice in
+one mapping (which YAML would resolve silently to the last) names the file and both lines.
 """
 
 from __future__ import annotations
@@ -21,6 +22,40 @@ from configs.schema import PipelineConfig
 
 class ConfigError(ValueError):
     pass
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.safe_load keeps the last of two equal keys without a word; a config refuses them."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    loader.flatten_mapping(node)  # merge keys (`<<:`) may repeat a key on purpose
+    seen: dict[object, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise ConfigError(f"{loader.name}, line {line}: duplicate key {key!r} (first on line {seen[key]}); "
+                              "YAML would keep only the last one")
+        seen[key] = line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def parse_yaml(text: str, name: str) -> object:
+    """YAML text, duplicate keys refused; every error names `name` (a file, or `--set …`) and the line."""
+    loader = _StrictLoader(text)
+    loader.name = name
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{name}{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+    finally:
+        loader.dispose()
 
 
 def _model_for(path: list[str]) -> type[BaseModel] | None:
@@ -54,7 +89,7 @@ def apply_override(data: dict, override: str, source: str = "--set") -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"{source}: {dotted!r} goes through a value that is not a section")
-    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    node[parts[-1]] = parse_yaml(raw, source) if raw.strip() else ""
 
 
 def _longest_known_prefix(parts: list[str]) -> list[str]:
@@ -97,7 +132,7 @@ def read_yaml(path: Path, seen: tuple[Path, ...] = ()) -> dict:
         raise ConfigError(f"config file {path} does not exist" + (f" (the base of {seen[-1]})" if seen else ""))
     if path.resolve() in seen:
         raise ConfigError(f"{path}: `base:` goes round in a circle: {' -> '.join(map(str, [*seen, path]))}")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = parse_yaml(path.read_text(encoding="utf-8"), str(path)) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections")
     base = data.pop("base", None)

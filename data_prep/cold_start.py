@@ -108,6 +108,7 @@ def _card(cfg: ColdStartConfig, counts: list[SourceCounts], rejects: RejectLog,
                   f"{rewritten} examples rewritten, {failures} kept as they were after failed requests.")
     else:
         card.text("Did not run (`rewrite.endpoint_url` is not set): responses and prompts are the sources' own.")
+    card.files(counts)
     card.rejects(rejects)
     card.heading("Rendered examples (Qwen3 chat template)")
     shown: Counter = Counter()

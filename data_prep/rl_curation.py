@@ -171,6 +171,7 @@ def _card(cfg: RLCurationConfig, counts: list[SourceCounts], rejects: RejectLog,
     card.heading("Answer sizes")
     digits = Counter(len(str(abs(p.answer))) for p in problems)
     card.table(["digits", "problems"], [[k, v] for k, v in sorted(digits.items())])
+    card.files(counts)
     card.rejects(rejects)
     card.heading("Examples")
     shown: Counter = Counter()

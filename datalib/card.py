@@ -34,6 +34,20 @@ class DataCard:
         lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
         self._parts.append("\n".join(lines) + "\n")
 
+    def files(self, counts: list) -> None:
+        """Every file each source read (rows, and what its bytes said against its name) and
+        every file it skipped, with why (`SourceCounts`)."""
+        read = [[c.label, f, rows, note or ""] for c in counts for f, rows, note in c.files_read]
+        skipped = [[c.label, f, why] for c in counts for f, why in c.files_skipped]
+        self.heading("Files")
+        if read:
+            self.table(["source", "file read", "rows", "note"], read)
+        else:
+            self.text("Every source is a hub dataset or generated: no local file was read.")
+        if skipped:
+            self.text(f"**{len(skipped)} file(s) skipped:**")
+            self.table(["source", "file skipped", "why"], skipped)
+
     def code(self, text: str, language: str = "") -> None:
         if len(text) > _EXAMPLE_CHARS:
             text = text[:_EXAMPLE_CHARS] + f"\n[... {len(text) - _EXAMPLE_CHARS} characters cut ...]"

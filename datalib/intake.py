@@ -39,6 +39,8 @@ class SourceCounts:
     rows_read: int = 0
     kept: int = 0
     rejected: Counter = field(default_factory=Counter)  # kind -> rows
+    files_read: list[tuple[str, int, str]] = field(default_factory=list)  # (file, rows, note)
+    files_skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
 
     def as_row(self) -> list[object]:
         return [self.label, self.location, self.rows_read, self.kept,
@@ -67,7 +69,7 @@ def normalise_rows(
     rejects: RejectLog,
 ) -> tuple[list[tuple[RawRow, T]], SourceCounts]:
     """(raw row, record) for every kept row, at most `cap`, and the counts."""
-    counts = SourceCounts(label, rows.label)
+    counts = SourceCounts(label, rows.label, files_read=list(rows.files_read), files_skipped=list(rows.files_skipped))
     kept: list[tuple[RawRow, T]] = []
     order_seed = seed if cap is not None else None
     for raw in tqdm(rows.iter(order_seed), total=len(rows), desc=label, leave=False, mininterval=2.0,

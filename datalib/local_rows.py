@@ -138,8 +138,7 @@ def _object_row(path: str, i: int, value: object, position: int) -> RawRow:
     return RawRow(path, i, value, position=position)
 
 
-def _decode_file(path: Path) -> str:
-    data = path.read_bytes()
+def _decode(data: bytes) -> str:
     if data.startswith(_BOMS_UTF16):
         return data.decode("utf-16", errors="surrogateescape")
     if data.startswith(_BOM_UTF8):
@@ -147,13 +146,15 @@ def _decode_file(path: Path) -> str:
     return data.decode("utf-8", errors="surrogateescape")  # invalid bytes are judged per row
 
 
-def read_json_file(path: Path, first_position: int = 0) -> list[RawRow]:
-    """Rows of a `.jsonl` file, or of a `.json` file holding one array (else read as JSON lines).
+def read_json_file(path: Path, first_position: int = 0, data: bytes | None = None) -> list[RawRow]:
+    """Rows of a JSON-lines file, or of a file holding one JSON array (else read as JSON lines).
 
-    `first_position` is the source-wide position of the file's first row (files of a folder).
+    `first_position` is the source-wide position of the file's first row (files of a folder);
+    `data`: the file's bytes already read (decompressed), else they are read from `path`.
     """
-    text, name, decoder = _decode_file(path), str(path), _Decoder()
-    if path.suffix == ".json":
+    data = path.read_bytes() if data is None else data
+    text, name, decoder = _decode(data), str(path), _Decoder()
+    if text.lstrip("\ufeff \t\r\n")[:1] == "[":
         try:
             data = decoder.decode(text)
         except (ValueError, RecursionError):
@@ -176,14 +177,20 @@ def _array_row(path: str, i: int, value: object, bad_bytes: bool, position: int)
     except _BadRow as bad:
         return RawRow(path, i, None, bad.detail, position, bad.reason)
     return _object_row(path, i, value, position)
-def read_parquet_file(path: Path, columns: list[str] | None, first_position: int = 0) -> tuple[list[RawRow], list[str]]:
-    """Rows of a Parquet file (the wanted columns that exist) and every column the file has."""
+def read_parquet_file(path: Path, columns: list[str] | None, first_position: int = 0,
+                      data: bytes | None = None) -> tuple[list[RawRow], list[str]]:
+    """Rows of a Parquet file (the wanted columns that exist) and every column the file has;
+    `data`: its bytes already read (a decompressed `.parquet.gz`), else it is read from `path`."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    def source() -> object:
+        return pa.BufferReader(data) if data is not None else path
+
     try:
-        names = pq.read_schema(path).names
+        names = pq.read_schema(source()).names
         wanted = [c for c in columns if c in names] if columns else None
-        table = pq.read_table(path, columns=wanted)
+        table = pq.read_table(source(), columns=wanted)
     except (OSError, ValueError) as err:  # ArrowInvalid is a ValueError: not Parquet, truncated, ...
         return [RawRow(str(path), -1, None, f"not a readable Parquet file: {err}"[:300], first_position,
                        "unreadable_file")], []

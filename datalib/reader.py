@@ -1,4 +1,4 @@
-"""Rows of a configured source: a local JSONL/JSON/Parquet file or folder, or a hub id.
+"""Rows of a configured source: a local file, folder or glob (datalib/files.py), or a hub id.
 
 Local files are read row by row (datalib/local_rows.py), not through `datasets`: Arrow's
 schema inference stops at the first row whose types differ, and a malformed row must
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from datalib.files import is_glob, list_files, looks_like_data_file, read_content
 from datalib.local_rows import RawRow, read_json_file, read_parquet_file
 from datalib.records import SourceSchemaError
 from stagekit.paths import resolve_local
@@ -29,13 +30,16 @@ __all__ = ["LOCAL_SUFFIXES", "RawRow", "SourceRows", "local_path"]
 
 log = logging.getLogger(__name__)
 
-LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")
+LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")  # the common ones; datalib/files.py has every spelling
 _SCHEMA_PROBE_ROWS = 200  # readable rows per file whose keys decide whether it fits its source
 
 
 def local_path(location: str) -> Path | None:
-    """The local file or folder a location names, or None for a hub id."""
-    looks_local = location.endswith(LOCAL_SUFFIXES) or location.startswith(("/", "./", "../", "~"))
+    """The local file, folder or glob a location names, or None for a hub id (`org/name`).
+    A location that looks local (a data suffix, a path prefix, a glob, more than one `/`) is
+    local even when nothing is there, so a mistyped path fails at once, not after a hub lookup."""
+    looks_local = (looks_like_data_file(location) or location.startswith(("/", "./", "../", "~", "."))
+                   or is_glob(location) or location.count("/") > 1 or "\\" in location)
     path = resolve_local(location)
     return path if looks_local or path.exists() else None
 
@@ -50,19 +54,32 @@ class SourceRows:
         self._dataset = None
         self._rows: list[RawRow] = []
         self.probes: list[FileFields] = []  # per file: the fields its rows carry
+        self.files_read: list[tuple[str, int, str]] = []  # (file, rows, what its bytes said against its name)
+        self.files_skipped: list[tuple[str, str]] = []  # (file, why)
         if path is not None:
-            if not path.exists():
+            if not is_glob(location) and not path.exists() and not path.is_symlink():
                 raise FileNotFoundError(f"local source {location} ({path}) does not exist")
-            files = sorted(p for p in path.rglob("*") if p.suffix in LOCAL_SUFFIXES) if path.is_dir() else [path]
-            for f in files:
-                if f.suffix == ".parquet":
-                    rows, columns_found = read_parquet_file(f, columns, len(self._rows))
-                    self.probes.append(FileFields(str(f), set(columns_found), len(rows)) if columns_found
-                                       else FileFields.of_rows(str(f), rows))
+            listing = list_files(location, path, split)
+            self.files_skipped += listing.skipped
+            for f in listing.files:
+                content = read_content(f)
+                if content.format == "empty":
+                    self.files_skipped.append((str(f.path), "empty"))
+                    log.warning("source %s: %s is empty", location, f.path)
+                    continue
+                if content.note:
+                    log.warning("source %s: %s %s", location, f.path, content.note)
+                if content.format == "parquet":
+                    rows, columns_found = read_parquet_file(f.path, columns, len(self._rows), content.data)
+                    self.probes.append(FileFields(str(f.path), set(columns_found), len(rows)) if columns_found
+                                       else FileFields.of_rows(str(f.path), rows))
                 else:
-                    rows = read_json_file(f, len(self._rows))
-                    self.probes.append(FileFields.of_rows(str(f), rows))
+                    rows = read_json_file(f.path, len(self._rows), content.data)
+                    self.probes.append(FileFields.of_rows(str(f.path), rows))
+                self.files_read.append((str(f.path), len(rows), content.note))
                 self._rows += rows
+            for skipped, why in listing.skipped:
+                log.warning("source %s: skipped %s: %s", location, skipped, why)
             self.label = str(path)
         else:
             import datasets
@@ -82,6 +99,7 @@ class SourceRows:
         rows = cls.__new__(cls)
         rows.location, rows.label, rows._dataset = label, label, None
         rows._rows = [RawRow(label, i, r, position=i) for i, r in enumerate(records)]
+        rows.files_read, rows.files_skipped = [], []
         rows.probes = [FileFields.of_rows(label, rows._rows)]
         return rows
 
@@ -96,7 +114,9 @@ class SourceRows:
         """Fail fast when the data cannot be this source (`a|b` means either field), file by file."""
         probes = [p for p in self.probes if p.rows] or self.probes[:1]
         if not probes:
-            raise SourceSchemaError(f"source {source!r} at {self.label}: no {'/'.join(LOCAL_SUFFIXES)} file found")
+            skipped = "; ".join(f"{f}: {why}" for f, why in self.files_skipped[:5])
+            raise SourceSchemaError(f"source {source!r} at {self.label}: no data file to read"
+                                    + (f" (skipped: {skipped})" if skipped else ""))
         for probe in probes:
             missing = [f for f in required if not any(alt in probe.fields for alt in f.split("|"))]
             if missing:

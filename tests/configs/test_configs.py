@@ -141,3 +141,31 @@ def test_a_base_chain_that_goes_round_or_is_missing_is_named(tmp_path):
     (tmp_path / "c.yaml").write_text("base: nowhere.yaml\n")
     with pytest.raises(ConfigError, match="nowhere.yaml does not exist .the base of"):
         load_config(tmp_path / "c.yaml")
+
+
+@pytest.mark.parametrize(("text", "line", "key", "first"), [
+    ("rl:\n  lr: 1.0e-6\nsft:\n  lr: 5.0e-6\nrl:\n  steps: 3\n", 5, "rl", 1),  # a section written twice
+    ("rl:\n  lr: 1.0e-6\n  warmup_steps: 2\n  lr: 2.0e-6\n", 4, "lr", 2),  # a key inside a section
+    ("rl: {lr: 1.0e-6, lr: 2.0e-6}\n", 1, "lr", 1),  # a flow mapping
+    ("eval:\n  benchmarks:\n    - {name: a, location: x.jsonl}\n    - name: b\n      name: c\n", 5, "name", 4),
+])
+def test_a_key_written_twice_names_the_file_the_line_and_the_key(tmp_path, text, line, key, first):
+    """yaml.safe_load would keep the last value without a word."""
+    cfg = tmp_path / "dup.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=rf"dup\.yaml, line {line}: duplicate key '{key}' \(first on line {first}\)"):
+        load_config(cfg)
+
+
+def test_yaml_syntax_and_override_errors_name_their_source(tmp_path):
+    cfg = tmp_path / "broken.yaml"
+    cfg.write_text("rl:\n  lr: [1, 2\nsft: {}\n")
+    with pytest.raises(ConfigError, match=r"broken\.yaml, line 3, column \d+: not valid YAML"):
+        load_config(cfg)
+    with pytest.raises(ConfigError, match=r"tiny\.yaml --set eval.lm_eval=.*duplicate key 'limit'"):
+        load_config("configs/tiny.yaml", ["eval.lm_eval={limit: 1, limit: 2}"])
+    base = tmp_path / "base.yaml"
+    base.write_text("sft:\n  epochs: 1\n  epochs: 2\n")
+    (tmp_path / "over.yaml").write_text("base: base.yaml\nsft: {lr: 1.0e-5}\n")
+    with pytest.raises(ConfigError, match=r"base\.yaml, line 3: duplicate key 'epochs'"):
+        load_config(tmp_path / "over.yaml")

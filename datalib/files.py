@@ -1,0 +1,165 @@
+"""Which files a local source location means, and what each one holds (issue 23, point 1).
+
+A location is a file, a folder or a glob. A folder is read whole, recursively, in path
+order: every file whose name ends in a data suffix, matched without regard to case —
+`.jsonl`, `.jsonlines`, `.ndjson`, `.json`, `.parquet` — optionally followed by a
+compression suffix (`.gz`, `.bz2`, `.xz`, `.zst`, `.zstd`). Hidden files and folders (editor
+and notebook copies: `.ipynb_checkpoints/`, `.#x.jsonl`, `.git/`) and dangling links are
+skipped, and so is every other file, each with the reason. A folder laid out by split
+(`train/`, `test/`, or `train.jsonl`, `test-00000.parquet`, …) gives the files of the
+source's `split:` and refuses a split it does not have, naming those it has.
+
+A file is read by what it holds, not by its name: compression and format are recognised
+from the first bytes (gzip, bzip2, xz, zstd; Parquet's `PAR1`, a JSON array, JSON lines).
+When the name says otherwise the reader goes by the bytes and says so. An empty file is
+skipped as empty. Nothing is dropped without a line in `FileList.skipped`, which the data
+card shows.
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import lzma
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATA_SUFFIXES = {".jsonl": "jsonl", ".jsonlines": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
+COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd", ".zstd": "zstd"}
+_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
+SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
+_GLOB = re.compile(r"[*?\[]")
+
+
+class DataFileError(ValueError):
+    """A location that names no readable data, said so with the path."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: Path
+    named_format: str  # what the name says: jsonl, json, parquet
+    named_compression: str | None
+
+
+@dataclass
+class FileList:
+    location: str
+    files: list[DataFile] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
+
+
+def name_kind(path: Path) -> tuple[str | None, str | None]:
+    """(format, compression) a file's name says; format None: not a data file by name."""
+    suffixes = [s.lower() for s in path.suffixes]
+    compression = COMPRESSION_SUFFIXES.get(suffixes[-1]) if suffixes else None
+    if compression:
+        suffixes = suffixes[:-1]
+    return (DATA_SUFFIXES.get(suffixes[-1]) if suffixes else None), compression
+
+
+def looks_like_data_file(location: str) -> bool:
+    return name_kind(Path(location))[0] is not None
+
+
+def is_glob(location: str) -> bool:
+    return bool(_GLOB.search(location))
+
+
+def _split_of(path: Path, root: Path) -> str | None:
+    """The split a file belongs to by its folder or its name under `root`, if any."""
+    first = path.relative_to(root).parts[0].lower()
+    for name in SPLIT_NAMES:
+        if first == name or re.match(rf"{name}([-_.]|$)", first):
+            return name
+    return None
+
+
+def list_files(location: str, path: Path, split: str) -> FileList:
+    """The data files of a local location (a file, a folder or a glob) and every file skipped, with why."""
+    out = FileList(location)
+    if is_glob(location):
+        matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
+        if not matches:
+            raise DataFileError(f"local source {location}: the pattern {path} matches no file")
+        candidates = [(m, m.parent) for m in matches if m.is_file() or m.is_symlink()]
+        for m in matches:
+            if m.is_dir():
+                candidates += [(p, m) for p in sorted(m.rglob("*")) if not p.is_dir()]
+    elif path.is_dir():
+        candidates = [(p, path) for p in sorted(path.rglob("*")) if not p.is_dir()]
+    else:
+        candidates = [(path, path.parent)]
+    splits: dict[str, list[tuple[Path, Path]]] = {}
+    for p, root in candidates:
+        rel = p.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            out.skipped.append((str(p), "hidden (a name starting with '.')"))
+        elif p.is_symlink() and not p.exists():
+            out.skipped.append((str(p), "a link to nothing"))
+        elif name_kind(p)[0] is None and not (path.is_file() and p == path):
+            out.skipped.append((str(p), f"not a data file by its name (suffix {''.join(p.suffixes) or 'none'})"))
+        else:
+            group = (_split_of(p, root) or "") if root == path and path.is_dir() else ""
+            splits.setdefault(group, []).append((p, root))
+    if path.is_dir() and set(splits) - {""}:
+        found = sorted(set(splits) - {""})
+        if split not in found:
+            raise DataFileError(f"local source {location}: laid out by split ({', '.join(found)}) but has no "
+                                f"{split!r}; set `split:` to one of them")
+        for name, members in splits.items():
+            if name != split:
+                out.skipped += [(str(p), f"split {name or '(none)'}, not {split!r}") for p, _ in members]
+        chosen = splits[split]
+    else:
+        chosen = [m for members in splits.values() for m in members]
+    for p, _ in sorted(chosen):
+        fmt, compression = name_kind(p)
+        out.files.append(DataFile(p, fmt or "jsonl", compression))
+    return out
+
+
+def _decompress(data: bytes, compression: str) -> bytes:
+    if compression == "gzip":
+        return gzip.decompress(data)
+    if compression == "bz2":
+        return bz2.decompress(data)
+    if compression == "xz":
+        return lzma.decompress(data)
+    import pyarrow as pa  # zstd: Python 3.11 has no module of its own; pyarrow ships the codec
+
+    with pa.input_stream(pa.py_buffer(data), compression="zstd") as stream:
+        return stream.read()
+
+
+@dataclass(frozen=True)
+class FileContent:
+    data: bytes  # decompressed
+    compression: str | None  # what the bytes said
+    format: str  # parquet, json (an array), jsonl, or empty
+    note: str  # non-empty when the name says something else than the bytes
+
+
+def read_content(f: DataFile) -> FileContent:
+    """The file's bytes, decompressed by what they are, and the format they hold."""
+    data = f.path.read_bytes()
+    compression = next((name for magic, name in _MAGIC if data.startswith(magic)), None)
+    if compression:
+        try:
+            data = _decompress(data, compression)
+        except (OSError, EOFError, ValueError, lzma.LZMAError) as err:
+            raise DataFileError(f"{f.path}: {compression}-compressed but cannot be decompressed ({err})") from None
+    start = data.lstrip()[:1]
+    fmt = ("parquet" if data.startswith(b"PAR1") else "empty" if not start
+           else "json" if start == b"[" else "jsonl")
+    notes = []
+    if compression != f.named_compression:
+        notes.append(f"{compression or 'not'} compressed, though its name says "
+                     f"{f.named_compression or 'uncompressed'}")
+    if fmt == "parquet" and f.named_format != "parquet":
+        notes.append(f"holds Parquet, though its name says {f.named_format}: read as Parquet")
+    elif fmt in ("json", "jsonl") and f.named_format == "parquet":
+        notes.append(f"holds JSON{' lines' if fmt == 'jsonl' else ''}, though its name says Parquet: read as JSON")
+    return FileContent(data, compression, fmt, "; ".join(notes))
