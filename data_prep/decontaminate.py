@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from configs.data import DecontaminateConfig
 from datalib.card import DataCard
-from datalib.eval_texts import benchmark_texts, load_or_skip, synthetic_eval_set
+from datalib.eval_texts import BenchmarkTexts, benchmark_texts, load_or_skip, synthetic_eval_set
 from datalib.ngrams import NgramIndex, Overlap
 from datalib.records import RLProblem
 from datalib.tables import read_problems, write_problems
@@ -32,24 +32,31 @@ from stagekit import artifacts, progress
 log = logging.getLogger(__name__)
 
 
-def build_index(cfg: DecontaminateConfig) -> tuple[NgramIndex, dict[str, int], dict[str, str]]:
-    """The index, items per benchmark, and the benchmarks skipped with the reason."""
-    index, items, skipped = NgramIndex(cfg.ngram_words), {}, {}
+Index = tuple[NgramIndex, dict[str, int], dict[str, str], dict[str, BenchmarkTexts]]
+
+
+def build_index(cfg: DecontaminateConfig) -> Index:
+    """The index, items indexed per benchmark, the benchmarks skipped with the reason, and what
+    each benchmark gave (its rows not indexed, by reason)."""
+    index, items, skipped, given = NgramIndex(cfg.ngram_words), {}, {}, {}
     for bench in cfg.benchmarks:
         texts = load_or_skip(bench, lambda b=bench: benchmark_texts(b, cfg.synthetic_eval_problems,
                                                                      cfg.synthetic_eval_seed), skipped)
         if texts is None:
             continue
-        for item_id, text in texts:
-            index.add(bench.name, item_id, text)
-        items[bench.name] = len({item_id for item_id, _ in texts})
-    return index, items, skipped
+        indexed = {item_id for item_id, text, part in texts.texts if index.add(bench.name, item_id, text, part)}
+        items[bench.name] = len(indexed)
+        given[bench.name] = texts
+        if not indexed:
+            raise RuntimeError(f"benchmark {bench.name!r} ({bench.location}) gave nothing to index "
+                               f"({dict(texts.not_indexed) or 'no row'}): check `text_fields` {bench.text_fields}")
+    return index, items, skipped, given
 
 
 def run(cfg: DecontaminateConfig, inputs: dict[str, Path], out_dir: Path, **_: object) -> dict[str, float]:
     problems = read_problems(inputs["problems"] / artifacts.PROBLEMS)
     progress.report(0, 2, "decontaminate: indexing benchmarks")
-    index, items, skipped = build_index(cfg)
+    index, items, skipped, given = build_index(cfg)
     progress.report(1, 2, f"decontaminate: checking {len(problems)} problems")
     clean: list[RLProblem] = []
     removed: list[tuple[RLProblem, list[Overlap]]] = []
@@ -70,19 +77,20 @@ def run(cfg: DecontaminateConfig, inputs: dict[str, Path], out_dir: Path, **_: o
                        [RLProblem(p.id, "synthetic_eval", p.problem, p.answer)
                         for p in synthetic_eval_set(cfg.synthetic_eval_problems, cfg.synthetic_eval_seed)])
     by_bench = Counter(b for _, ov in removed for b in {o.benchmark for o in ov})
-    _card(cfg, problems, clean, removed, items, skipped, by_bench).write(out_dir / artifacts.CARD)
+    _card(cfg, problems, clean, removed, items, skipped, by_bench, given).write(out_dir / artifacts.CARD)
     progress.report(2, 2, f"decontaminate: removed {len(removed)} of {len(problems)}")
     metrics: dict[str, float] = {
         "problems_in": len(problems), "problems_out": len(clean), "removed": len(removed),
         "benchmarks_indexed": len(items), "benchmarks_skipped": len(skipped), "benchmark_ngrams": index.ngram_count,
     }
     metrics.update({f"removed_{b}": by_bench[b] for b in items})
+    metrics["benchmark_rows_not_indexed"] = sum(sum(t.not_indexed.values()) for t in given.values())
     return metrics
 
 
 def _card(cfg: DecontaminateConfig, problems: list[RLProblem], clean: list[RLProblem],
           removed: list[tuple[RLProblem, list[Overlap]]], items: dict[str, int], skipped: dict[str, str],
-          by_bench: Counter) -> DataCard:
+          by_bench: Counter, given: dict[str, BenchmarkTexts]) -> DataCard:
     card = DataCard("Decontaminated RL problems",
                     f"A problem sharing any {cfg.ngram_words}-gram of normalised words with a benchmark item is "
                     f"removed (SPEC §8). {len(problems)} problems in, **{len(clean)} out**, {len(removed)} removed. "
@@ -95,6 +103,10 @@ def _card(cfg: DecontaminateConfig, problems: list[RLProblem], clean: list[RLPro
     rows = [[b.name, b.location, items.get(b.name, "-"), by_bench[b.name] if b.name in items else "-",
              "skipped: " + skipped[b.name] if b.name in skipped else "indexed"] for b in cfg.benchmarks]
     card.table(["benchmark", "location", "items", "problems removed", "status"], rows)
+    missed = [[name, reason, n, t.examples[reason]] for name, t in given.items() for reason, n in t.not_indexed.items()]
+    if missed:
+        card.text(f"**{sum(r[2] for r in missed)} benchmark rows not indexed** (their n-grams are not checked):")
+        card.table(["benchmark", "why", "rows", "first"], missed)
     if any(b.is_synthetic for b in cfg.benchmarks):
         card.text("`synthetic` is the generated held-out set this config evaluates on "
                   f"({cfg.synthetic_eval_problems} problems, seed {cfg.synthetic_eval_seed}), written here as "

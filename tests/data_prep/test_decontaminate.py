@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
@@ -70,12 +71,57 @@ def test_index_finds_planted_spans_and_only_those():
     assert len(planted) == 40 and len(near) == 40
 
 
-def test_short_benchmark_texts_match_only_whole():
+def test_a_short_item_is_matched_by_containment_and_a_short_choice_alone_by_nothing():
     index = NgramIndex(8)
-    index.add("b", "1", "4")
+    index.add("b", "1", "4", part=True)  # a GPQA choice: says nothing about which item
     index.add("b", "2", "Compute 12 squared plus 5 squared.")
     assert index.overlaps("What is 2 + 2? 4") == []
     assert [o.item_id for o in index.overlaps("compute 12 SQUARED plus 5 squared")] == ["2"]
+    # the whole short item inside a longer text: contained, so contaminated
+    assert [o.item_id for o in index.overlaps("First, compute 12 squared plus 5 squared. Then add 1.")] == ["2"]
+    assert index.overlaps("compute 12 squared plus 6 squared") == []
+
+
+ITEM = "Let $x$ be the largest real number such that $\\frac{x^2+1}{x} = 7$. Find $x$ rounded down."
+
+
+def _each_word(text: str, change) -> str:  # noqa: ANN001
+    return re.sub(r"[A-Za-z]{2,}", lambda m: change(m.group()), text)
+
+
+@pytest.mark.parametrize("copy", [  # each changes every word, so no 8-gram of plain words survives
+    _each_word(ITEM, lambda w: w[0] + "\u200b" + w[1:]),  # a zero-width space inside every word
+    _each_word(ITEM, lambda w: w[0] + "\u00ad" + w[1:-1] + "\u2060" + w[-1]),  # soft hyphen, word joiner
+    _each_word(ITEM, lambda w: "".join(c + "\u0301" if c in "aeiou" else c for c in w)),  # combining accents
+    _each_word(ITEM, lambda w: "\\textbf{" + w + "}").replace("\\frac", "\\dfrac"),  # LaTeX formatting
+    "\ufeff" + ITEM.upper().replace("FIND", "ＦＩＮＤ"),  # BOM, case, full-width letters
+])
+def test_format_and_invisible_characters_cannot_dodge_the_index(copy):
+    index = NgramIndex(8)
+    index.add("aime", "i1", ITEM)
+    assert [o.item_id for o in index.overlaps("Warm-up. " + copy + " Good luck.")] == ["i1"]
+
+
+def test_benchmark_rows_that_give_nothing_are_counted_on_the_card(tmp_path):
+    bench = tmp_path / "bench.jsonl"
+    good = {"id": "g", "problem": ITEM}
+    bench.write_text(json.dumps(good) + "\n" + json.dumps({"id": "q", "question": "a row of another layout"})
+                     + "\n{not json\n" + json.dumps({"id": "e", "problem": "   "}) + "\n")
+    upstream = tmp_path / "rl"
+    upstream.mkdir()
+    write_problems(upstream / "problems.parquet", [RLProblem("p1", "dapo", "Solve. " + ITEM, 7),
+                                                   RLProblem("p2", "dapo", "Something else entirely here.", 3)])
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = DecontaminateConfig(benchmarks=[BenchmarkSource(name="b", location=str(bench))])
+    metrics = decontaminate.run(cfg, {"problems": upstream}, out)
+    assert metrics["removed"] == 1 and metrics["benchmark_rows_not_indexed"] == 3
+    card = (out / "card.md").read_text()
+    assert "**3 benchmark rows not indexed**" in card
+    assert "| b | no text in problem | 2 |" in card and "| b | unreadable (invalid_json) | 1 |" in card
+    bench.write_text(json.dumps({"id": "q", "problem": ""}) + "\n")
+    with pytest.raises(RuntimeError, match=r"benchmark 'b' .* gave nothing to index"):
+        decontaminate.run(cfg, {"problems": upstream}, out)
 
 
 @pytest.fixture
