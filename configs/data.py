@@ -55,6 +55,8 @@ class _Location(_Section):
 
 class ColdStartSource(_Location):
     source: ColdStartSourceName = "synthetic"
+    # A source left with no row after reading and normalising fails the stage, unless optional.
+    optional: bool = False
     examples: int | None = Field(default=None, ge=1)  # how many to keep after normalising; None: all
 
     @model_validator(mode="after")
@@ -86,6 +88,8 @@ class ColdStartConfig(_Section):
 
 class RLSource(_Location):
     source: RLSourceName = "synthetic"
+    # A source left with no row after reading and normalising fails the stage, unless optional.
+    optional: bool = False
     problems: int | None = Field(default=None, ge=1)  # cap after normalising (seeded); None: all
     agreement_filter: bool = False  # SPEC §8: true for OpenMathReasoning in the paper config
 

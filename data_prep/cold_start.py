@@ -20,7 +20,7 @@ from configs.data import ColdStartConfig, ColdStartSource
 from data_prep.rewriter import Rewriter
 from datalib import synthetic
 from datalib.card import DataCard, render_chat
-from datalib.intake import COUNT_HEADERS, SourceCounts, entry_labels, normalise_rows
+from datalib.intake import COUNT_HEADERS, SourceCounts, check_yield, entry_labels, normalise_rows
 from datalib.reader import SourceRows
 from datalib.records import SFTExample
 from datalib.rejects import RejectLog
@@ -58,6 +58,7 @@ def run(cfg: ColdStartConfig, inputs: dict[str, Path], out_dir: Path, **_: objec
         kept, source_counts = normalise_rows(rows, COLD_START_SOURCES[src.source].normalise, label,
                                              src.examples, cfg.seed, rejects)
         examples += [example for _, example in kept]
+        check_yield(source_counts, src.optional, rejects)
         counts.append(source_counts)
 
     rewriter = Rewriter(cfg.rewrite) if cfg.rewrite.endpoint_url else None

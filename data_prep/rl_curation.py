@@ -31,7 +31,7 @@ from configs.sandbox import SandboxConfig
 from data_prep.agreement import Agreement, run_agreement_filter
 from datalib import synthetic
 from datalib.card import DataCard
-from datalib.intake import COUNT_HEADERS, SourceCounts, entry_labels, normalise_rows
+from datalib.intake import COUNT_HEADERS, SourceCounts, check_yield, entry_labels, normalise_rows
 from datalib.integers import parse_integer
 from datalib.ngrams import words
 from datalib.reader import RawRow, SourceRows
@@ -95,6 +95,7 @@ def run(cfg: RLCurationConfig, inputs: dict[str, Path], out_dir: Path, rollout: 
         rows, source_counts = normalise_rows(open_rows(src, cfg, label), normalise, label, src.problems, cfg.seed,
                                              rejects)
         kept += [(label, raw, problem) for raw, problem in rows]
+        check_yield(source_counts, src.optional, rejects)
         counts.append(source_counts)
         if src.agreement_filter:
             to_filter.update(problem.id for _, problem in rows)

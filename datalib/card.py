@@ -39,6 +39,10 @@ class DataCard:
         every file it skipped, with why (`SourceCounts`)."""
         read = [[c.label, f, rows, note or ""] for c in counts for f, rows, note in c.files_read]
         skipped = [[c.label, f, why] for c in counts for f, why in c.files_skipped]
+        warnings = [c.loss_warning for c in counts if c.loss_warning]
+        if warnings:
+            self.heading("Warnings")
+            self.text("\n".join(f"- **lost most of its rows:** {w}" for w in warnings))
         self.heading("Files")
         if read:
             self.table(["source", "file read", "rows", "note"], read)

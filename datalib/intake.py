@@ -42,12 +42,43 @@ class SourceCounts:
     files_read: list[tuple[str, int, str]] = field(default_factory=list)  # (file, rows, note)
     files_skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
 
+    @property
+    def loss_warning(self) -> str:
+        """Said in the log and on the card when a source loses most of the rows it read."""
+        lost = self.rows_read - self.kept
+        if self.rows_read == 0 or lost * 2 <= self.rows_read:
+            return ""
+        reasons = ", ".join(f"{k} {v}" for k, v in self.rejected.most_common())
+        return f"{self.label} kept {self.kept} of the {self.rows_read} rows it read ({reasons})"
+
     def as_row(self) -> list[object]:
         return [self.label, self.location, self.rows_read, self.kept,
                 self.rejected["malformed"], self.rejected["filtered"]]
 
 
 COUNT_HEADERS = ["source", "location", "rows read", "kept", "malformed", "filtered"]
+
+
+class EmptySourceError(ValueError):
+    """A source left with no row: the stage stops, unless the source is marked optional."""
+
+
+def check_yield(counts: SourceCounts, optional: bool, rejects: RejectLog) -> None:
+    """Fail on a source that gave nothing (unless optional); warn when it lost most of its rows.
+    A source whose rows were all duplicates of an earlier source's is not broken: it warns."""
+    reasons = {r: n for (_, s, r), n in rejects.counts.items() if s == counts.label}
+    if counts.kept == 0 and not optional and not reasons.get("duplicate"):
+        first = next((e for e in rejects.entries if e["source"] == counts.label), None)
+        example = f"; first: {first['file']} row {first['row']}: {first['reason']} {first['detail']}" if first else ""
+        files = f" from {len(counts.files_read)} file(s), {len(counts.files_skipped)} skipped" \
+            if counts.files_read or counts.files_skipped else ""
+        raise EmptySourceError(f"source {counts.label} ({counts.location}) gave no usable row: {counts.rows_read} "
+                               f"rows read{files}, rejected {reasons or 'none'}{example}. Mark the source "
+                               "`optional: true` to go on without it.")
+    if counts.kept == 0:
+        log.warning("optional source %s gave no usable row (%d read)", counts.label, counts.rows_read)
+    elif counts.loss_warning:
+        log.warning("source %s", counts.loss_warning)
 
 
 def entry_labels(names: list[str]) -> list[str]:
