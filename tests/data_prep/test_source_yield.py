@@ -31,9 +31,9 @@ def _run(tmp_path, sources):  # noqa: ANN001
 def test_a_source_with_no_usable_row_fails_naming_it_unless_optional(tmp_path):
     good = _dapo(tmp_path / "good.jsonl", ["6", "7"])
     bad = _dapo(tmp_path / "bad.jsonl", ["six", "1/2", "x"])
-    with pytest.raises(EmptySourceError, match=r"source dapo_math\.1 \(.*bad\.jsonl\) gave no usable row: 3 rows "
-                                               r"read from 1 file\(s\), 0 skipped, rejected \{'complex_format': 2, 'not_integer': 1\}; "
-                                               r"first: .*bad\.jsonl row 0"):
+    expected = (r"source dapo_math\.1 \(.*bad\.jsonl\) gave no usable row: 3 rows read from 1 file\(s\), 0 skipped, "
+                r"rejected \{'complex_format': 2, 'not_integer': 1\}; first: .*bad\.jsonl row 0")
+    with pytest.raises(EmptySourceError, match=expected):
         _run(tmp_path, [RLSource(source="dapo_math", location=good), RLSource(source="dapo_math", location=bad)])
     metrics, _ = _run(tmp_path, [RLSource(source="dapo_math", location=good),
                                  RLSource(source="dapo_math", location=bad, optional=True)])
