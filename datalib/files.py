@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stagekit.errors import StageInputError
+
 DATA_SUFFIXES = {".jsonl": "jsonl", ".jsonlines": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet"}
 COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd", ".zstd": "zstd"}
 _MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"))
@@ -33,7 +35,7 @@ SPLIT_NAMES = ("train", "test", "validation", "valid", "dev", "eval")
 _GLOB = re.compile(r"[*?\[]")
 
 
-class DataFileError(ValueError):
+class DataFileError(StageInputError):
     """A location that names no readable data, said so with the path."""
 
 

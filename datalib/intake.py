@@ -24,6 +24,7 @@ from tqdm import tqdm
 from datalib.reader import RawRow, SourceRows
 from datalib.records import RowError
 from datalib.rejects import RejectLog
+from stagekit.errors import StageInputError
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class SourceCounts:
 COUNT_HEADERS = ["source", "location", "rows read", "kept", "malformed", "filtered"]
 
 
-class EmptySourceError(ValueError):
+class EmptySourceError(StageInputError):
     """A source left with no row: the stage stops, unless the source is marked optional."""
 
 

@@ -11,10 +11,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
+from stagekit.errors import StageInputError
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-class SourceSchemaError(ValueError):
+class SourceSchemaError(StageInputError):
     """The rows do not look like the configured source at all: fail the stage at once."""
 
 

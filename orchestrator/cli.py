@@ -9,10 +9,13 @@ the same key as its parent. On a terminal the stage draws a progress bar.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
 import sys
+import time
+import traceback
 from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
@@ -33,6 +36,8 @@ from orchestrator.runner import (
 from orchestrator.stages import BY_NAME, StageSpec
 from orchestrator.store import ArtifactRef, ArtifactStore
 from stagekit import progress
+from stagekit.errors import StageInputError
+from stagekit.paths import REPO_ROOT
 from stagekit.workdir import WorkDirBusyError
 
 
@@ -44,6 +49,33 @@ def stage_main(stage: str, argv: list[str] | None = None, registry: Mapping[str,
         # Expected failures get one clear message, not a traceback.
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    except (StageInputError, FileNotFoundError) as e:  # bad data: the file, row and field, in one line
+        print(f"error: stage {stage}: {_one_line(e)} (traceback: {_traceback_log(stage)})", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        where = e.filename or "the artifacts root, the work dirs or the temporary directory"
+        print(f"error: stage {stage}: no space left on the device writing {where} "
+              f"(traceback: {_traceback_log(stage)})", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def _traceback_log(stage: str) -> Path:
+    """The current exception's traceback in a file under .rstar/logs/; its path."""
+    folder = REPO_ROOT / ".rstar" / "logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{stage}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+        path.write_text(traceback.format_exc())
+    except OSError:  # a full disk: the traceback goes to the terminal after all
+        traceback.print_exc()
+        return Path("(not written: the disk is full)")
+    return path
 
 
 def _stage_main(stage: str, argv: list[str] | None, registry: Mapping[str, StageSpec]) -> None:

@@ -25,9 +25,10 @@ import pyarrow.parquet as pq
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from rollout.chat_template import qwen3_templates
+from stagekit.errors import StageInputError
 
 
-class SFTDataError(ValueError):
+class SFTDataError(StageInputError):
     pass
 
 
