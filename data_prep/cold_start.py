@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from configs.data import ColdStartConfig, ColdStartSource
@@ -22,7 +24,7 @@ from datalib import synthetic
 from datalib.card import DataCard, render_chat
 from datalib.intake import COUNT_HEADERS, SourceCounts, check_yield, entry_labels, normalise_rows
 from datalib.reader import SourceRows
-from datalib.records import SFTExample
+from datalib.records import SFTExample, check_conversation
 from datalib.rejects import RejectLog
 from datalib.sources import COLD_START_SOURCES
 from datalib.tables import write_sft
@@ -47,6 +49,10 @@ def open_rows(src: ColdStartSource, cfg: ColdStartConfig, label: str) -> SourceR
     return rows
 
 
+def _checked(normalise: Callable[[dict, str], SFTExample], row: dict, example_id: str) -> SFTExample:
+    return check_conversation(normalise(row, example_id))  # every source, whether its normaliser checks or not
+
+
 def run(cfg: ColdStartConfig, inputs: dict[str, Path], out_dir: Path, **_: object) -> dict[str, float]:
     rejects = RejectLog()
     examples: list[SFTExample] = []
@@ -55,7 +61,7 @@ def run(cfg: ColdStartConfig, inputs: dict[str, Path], out_dir: Path, **_: objec
     for k, (src, label) in enumerate(zip(cfg.sources, labels, strict=True)):
         progress.report(k, len(cfg.sources) + 1, f"cold start: normalising {label}")
         rows = open_rows(src, cfg, label)
-        kept, source_counts = normalise_rows(rows, COLD_START_SOURCES[src.source].normalise, label,
+        kept, source_counts = normalise_rows(rows, partial(_checked, COLD_START_SOURCES[src.source].normalise), label,
                                              src.examples, cfg.seed, rejects)
         examples += [example for _, example in kept]
         check_yield(source_counts, src.optional, rejects)

@@ -8,6 +8,7 @@ structured `tool_calls`) + `tools` (JSON schemas in the `{"type": "function",
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -117,8 +118,44 @@ def function_tool(name: str, description: str, parameters: dict) -> dict:
     return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 
 
+_CALL_MARKUP = re.compile(r"<\s*/?\s*(tool_call|functioncall|function_call)\s*>|<\|python_tag\|>", re.I)
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
+
+
+def _unclosed_json(text: str) -> bool:
+    """True when `text` opens a JSON object or array it never closes (strings skipped): cut mid-content."""
+    body = text.strip()
+    if not body.startswith(("{", "[")):
+        return False
+    depth, in_string, escaped = 0, False, False
+    for c in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+    return depth > 0 or in_string
+
+
 def check_conversation(example: SFTExample) -> SFTExample:
-    """Structural checks shared by every cold-start source; raises MalformedRow."""
+    """Checks shared by every cold-start source (each normaliser calls it, and the stage again
+    on whatever a normaliser returns); raises MalformedRow, or FilteredRow for a reasoning
+    trace. Broken in meaning, though every field parses:
+    - `empty_turn`: a user turn without text, an assistant turn with neither text nor a call;
+    - `tool_call_without_response`: calls not each answered by a tool turn before the next
+      user or assistant turn (a conversation may end on its last assistant's calls: the
+      model learns to make them, and nothing after them is trained);
+    - `truncated_tool_response`: a tool response that opens a JSON value and never closes it;
+    - `tool_call_in_text`: call markup left in an assistant's text (never parsed, or cut);
+    - `reasoning_trace`: a `<think>` block with content (the cold start is non-reasoning, SPEC §7)."""
     msgs = example.messages
     if not any(m.role == "assistant" for m in msgs):
         raise MalformedRow("no_assistant_turn", "nothing to train on")
@@ -132,14 +169,29 @@ def check_conversation(example: SFTExample) -> SFTExample:
         for call in m.tool_calls:
             if call.name not in tool_names:
                 raise MalformedRow("unknown_tool", f"message {i} calls {call.name!r}, not among the tools")
-        if m.role == "assistant":
-            pending = len(m.tool_calls)
-        elif m.role == "tool":
+        if m.role == "tool":
             if pending == 0:
                 raise MalformedRow("bad_role_order", f"message {i}: tool result without a pending call")
             pending -= 1
-        else:
-            pending = 0
+            if _unclosed_json(m.content):
+                raise MalformedRow("truncated_tool_response",
+                                   f"message {i}: ends inside a JSON value: ...{m.content.strip()[-60:]!r}")
+            continue
+        if pending:
+            raise MalformedRow("tool_call_without_response",
+                               f"message {i} ({m.role}): {pending} call(s) of the turn before have no response")
+        if m.role == "user" and not m.content.strip():
+            raise MalformedRow("empty_turn", f"message {i} (user): no text")
+        if m.role == "assistant":
+            if not m.content.strip() and not m.tool_calls:
+                raise MalformedRow("empty_turn", f"message {i} (assistant): neither text nor a call")
+            if markup := _CALL_MARKUP.search(m.content):
+                raise MalformedRow("tool_call_in_text", f"message {i}: {markup.group()!r} in the assistant's text: "
+                                                        "a call that was not parsed, or was cut")
+            if any(block.group(1).strip() for block in _THINK.finditer(m.content)):
+                raise FilteredRow("reasoning_trace", f"message {i}: a <think> block with content; the cold start "
+                                                     "is non-reasoning (SPEC §7)")
+            pending = len(m.tool_calls)
     first = next(m for m in msgs if m.role != "system")
     if first.role != "user":
         raise MalformedRow("bad_role_order", f"the conversation starts with {first.role!r}, not 'user'")

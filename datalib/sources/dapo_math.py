@@ -26,12 +26,22 @@ def strip_template(text: str) -> str:
     return s.removesuffix(TEMPLATE_TAIL).strip()
 
 
+def user_turn(messages: list) -> str:
+    """The problem of a chat prompt: its one user turn, read by role. A system turn before it
+    is an instruction, not the problem; several user turns are not one problem."""
+    if not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
+        raise MalformedRow("wrong_type", "prompt is not a list of {role, content} messages")
+    users = [m["content"] for m in messages if m.get("role", "user") == "user"]
+    if len(users) != 1:
+        roles = [m.get("role") for m in messages]
+        raise MalformedRow("not_one_user_turn", f"the prompt has {len(users)} user turns (roles {roles})")
+    return users[0]
+
+
 def normalise(row: dict) -> RawProblem:
     prompt = require(row, "prompt", (str, list))
     if isinstance(prompt, list):
-        if not prompt or not isinstance(prompt[0], dict) or not isinstance(prompt[0].get("content"), str):
-            raise MalformedRow("wrong_type", "prompt is not a list of {role, content} messages")
-        prompt = prompt[0]["content"]
+        prompt = user_turn(prompt)
     reward = row.get("reward_model")
     if isinstance(reward, dict) and reward.get("ground_truth") is not None:
         answer = reward["ground_truth"]
