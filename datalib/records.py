@@ -114,6 +114,16 @@ def require(row: dict, key: str, kind: type | tuple[type, ...] = str) -> object:
     return value
 
 
+def require_answer(row: dict, key: str) -> object:
+    """row[key] as the source gives it, whatever its type: the integer rules
+    (datalib/integers.py) judge every type the same way in every source, so 25, "25", 25.0
+    and "025" are accepted, and a list, a boolean or a non-integral float refused, alike
+    from JSON, Parquet or the hub."""
+    if key not in row or row[key] is None:
+        raise MalformedRow("missing_field", f"no {key!r}")
+    return row[key]
+
+
 def function_tool(name: str, description: str, parameters: dict) -> dict:
     return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 

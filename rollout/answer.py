@@ -40,6 +40,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 # Group 1 is the call body. Applied to one turn at a time: an unclosed call ends with its turn.
 TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
@@ -219,6 +220,11 @@ def parse_integer(value: object, max_digits: int = INT64_DIGITS) -> int:
         return _checked("-" if value < 0 else "", str(abs(value)), max_digits, "answer")
     if isinstance(value, float):
         return _parse_number(value, max_digits)
+    if isinstance(value, Decimal):  # a Parquet decimal column
+        if not value.is_finite() or value != value.to_integral_value():
+            raise NotAnInteger("not_integer" if value.is_finite() else "complex_format", f"{value}")
+        n = int(value)
+        return _checked("-" if n < 0 else "", str(abs(n)), max_digits, f"{value}")
     if value is None or (isinstance(value, str) and not value.strip()):
         raise NotAnInteger("empty_answer", f"answer {value!r}")
     if not isinstance(value, str):
