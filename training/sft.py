@@ -24,7 +24,6 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM
-from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig as TRLSFTConfig
 from trl import SFTTrainer
 
@@ -37,6 +36,7 @@ from stagekit.workdir import WorkDir
 from training.batch_plan import BatchPlan
 from training.curves import CurveLogger, plot_curves
 from training.heldout import heldout_accuracy, heldout_metrics
+from training.sft_checkpoints import resume_checkpoint
 from training.sft_data import SFTDataError, chat_rows, training_tokenizer, truncation
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: 
                                    "before")
 
     trainer = build_trainer(cfg, paths.model, paths.tokenizer, sft_parquet, trainer_dir, out_dir, max_steps)
-    resume = get_last_checkpoint(str(trainer_dir)) if trainer_dir.exists() else None
+    resume = resume_checkpoint(trainer_dir, is_main_process())  # incomplete ones set aside
     if resume:
         log.info("sft: resuming from %s", resume)
     result = trainer.train(resume_from_checkpoint=resume)
