@@ -106,7 +106,9 @@ def launch_stage(
     if not force and (ref := store.lookup(spec.name, key)) is not None:
         return ref  # no process for a cache hit
     work = WorkDir(store.work_root, spec.name, key)
-    with work.lock():
+    with work.lock(wait=True):  # a second launch of the same stage waits for the first, then reuses it
+        if not force and (ref := store.lookup(spec.name, key)) is not None:
+            return ref
         work.start_attempt()
         request = work.path / "launch.json"
         request.write_text(json.dumps({

@@ -123,19 +123,28 @@ def run_stage(
         }
         return store.commit(out_dir, spec.name, key, manifest)
 
-    if "work" in inspect.signature(module.run).parameters:
-        work = WorkDir(store.work_root, spec.name, key)
-        if launched or world > 1:  # the launcher (or whoever started the ranks) owns the attempt
-            ref = _run_in_work(module, kwargs, inputs, work, this_rank, commit)
-        else:
-            with work.lock():
-                work.start_attempt()
-                ref = _run_in_work(module, kwargs, inputs, work, this_rank, commit)
-                work.remove()  # committed: checkpoints are no longer needed
-    else:
+    uses_work = "work" in inspect.signature(module.run).parameters
+    work = WorkDir(store.work_root, spec.name, key)
+
+    def attempt() -> ArtifactRef | None:
+        if uses_work:
+            return _run_in_work(module, kwargs, inputs, work, this_rank, commit)
         with store.staging() as tmp:
             metrics = module.run(**kwargs, inputs=inputs, out_dir=tmp) or {}
-            ref = commit(tmp, metrics) if this_rank == 0 else None
+            return commit(tmp, metrics) if this_rank == 0 else None
+
+    if launched or world > 1:  # the launcher (or whoever started the ranks) owns the attempt and its lock
+        ref = attempt()
+    else:
+        # Two runs of the same stage and key at once: the second waits for the first and takes its artifact.
+        with work.lock(wait=True):
+            if not force and (ref := store.lookup(spec.name, key)) is not None:
+                log.info("stage %s: computed by another run while this one waited: %s", spec.name, ref.uri)
+                return ref
+            if uses_work:
+                work.start_attempt()
+            ref = attempt()
+            work.remove()  # committed: checkpoints (and the lock's directory) are no longer needed
     if ref is not None:
         log.info("stage %s: wrote %s", spec.name, ref.uri)
     return ref

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import re
 import shutil
@@ -35,6 +36,9 @@ from pathlib import Path
 
 _STEP = re.compile(r"^step-(\d+)$")
 FINISHED = "FINISHED"
+
+
+log = logging.getLogger(__name__)
 
 
 class WorkDirBusyError(RuntimeError):
@@ -127,17 +131,22 @@ class WorkDir:
         (self.path / FINISHED).unlink(missing_ok=True)
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self, wait: bool = False) -> Iterator[None]:
         """Exclusive use of this work dir for one attempt (released by the kernel if the
-        holder dies, so a killed run never leaves it locked)."""
+        holder dies, so a killed run never leaves it locked). `wait`: block until the run
+        holding it ends (the caller then looks for the artifact it made) instead of failing."""
         self.path.mkdir(parents=True, exist_ok=True)
         with open(self.path / "lock", "a+") as fh:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise WorkDirBusyError(
-                    f"stage {self.stage!r} (key {self.key}) is already running elsewhere: {self.path} is locked"
-                ) from None
+                if not wait:
+                    raise WorkDirBusyError(
+                        f"stage {self.stage!r} (key {self.key}) is already running elsewhere: {self.path} is locked"
+                    ) from None
+                log.info("stage %s (key %s) is being computed by another run; waiting for it to end",
+                         self.stage, self.key)
+                fcntl.flock(fh, fcntl.LOCK_EX)
             yield
 
     def is_locked(self) -> bool:

@@ -110,20 +110,26 @@ def _two_at_once(run) -> list:
     return results
 
 
-@pytest.mark.parametrize("locked", [True, False], ids=["with-lock", "without-lock"])
-def test_overlapping_runs_compute_each_stage_once(env, monkeypatch, locked):
-    """With the lock the second run waits and reuses; without it both compute (the negative control)."""
+@pytest.mark.parametrize(("prefect_lock", "workdir_lock"), [(True, True), (False, True), (False, False)],
+                         ids=["with-lock", "work-dir-lock-only", "without-lock"])
+def test_overlapping_runs_compute_each_stage_once(env, monkeypatch, prefect_lock, workdir_lock):
+    """With either lock (Prefect's on the record key, or the runner's on the stage's work dir)
+    the second run waits and reuses; without both, both compute (the negative control)."""
+    import contextlib
     import functools
 
     import tasks.cache
+    from stagekit.workdir import WorkDir
     from tasks.cache import stage_task_for
 
     root, log = env
     monkeypatch.setenv("RSTAR_TOY_SLEEP_S", "4")
-    monkeypatch.setattr(tasks.cache, "stage_task_for", functools.partial(stage_task_for, locked=locked))
+    monkeypatch.setattr(tasks.cache, "stage_task_for", functools.partial(stage_task_for, locked=prefect_lock))
+    if not workdir_lock:
+        monkeypatch.setattr(WorkDir, "lock", lambda self, wait=False: contextlib.nullcontext())
     results = _two_at_once(lambda: toy_flow(root))
     assert results[0] is not None and results[0] == results[1]
-    if locked:
+    if prefect_lock or workdir_lock:
         assert sorted(executions(log)) == ["a", "b", "c"]
     else:
         assert executions(log).count("a") == 2  # both runs computed the slow stage

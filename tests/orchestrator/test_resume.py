@@ -140,3 +140,39 @@ def test_workdirs_lists_and_cleans_stale_ones(tmp_path, capsys):
     assert not failed.path.exists() and busy.path.exists()
     with pytest.raises(SystemExit):
         workdirs_main(["clean", "--root", str(root), "--older-than", "soon"])
+
+
+@pytest.mark.parametrize("with_work", [False, True])
+def test_two_runs_of_the_same_stage_at_once_compute_it_once(tmp_path, monkeypatch, with_work):
+    """Issue 23: two plain-module runs of one stage and key at once used to both compute (a
+    data stage) or fail (a checkpointing one); the second now waits and takes the artifact."""
+    import threading
+
+    from configs.schema import PipelineConfig
+    from orchestrator.runner import run_stage
+    from orchestrator.stages import StageSpec
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    signature = "cfg, inputs, out_dir, work" if with_work else "cfg, inputs, out_dir"
+    (proj / f"slowtoy_{with_work}.py").write_text(
+        "import os, time\n"
+        f"def run({signature}):\n"
+        "    with open(os.environ['RSTAR_TOY_LOG'], 'a') as log:\n"
+        "        log.write('ran\\n')\n"
+        "    time.sleep(1.5)\n"
+        "    (out_dir / 'value.txt').write_text('v')\n")
+    monkeypatch.syspath_prepend(str(proj))
+    log = tmp_path / "runs.log"
+    monkeypatch.setenv("RSTAR_TOY_LOG", str(log))
+    spec = StageSpec("slow", f"slowtoy_{with_work}", lambda c: {"cfg": c.rl.stage1})
+    store = ArtifactStore(str(tmp_path / "store"))
+    refs: list = []
+    runs = [threading.Thread(target=lambda: refs.append(run_stage(spec, PipelineConfig(), {}, store)))
+            for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join(30)
+    assert log.read_text().split() == ["ran"]
+    assert len(refs) == 2 and refs[0].digest == refs[1].digest
