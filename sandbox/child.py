@@ -23,7 +23,7 @@ import struct
 import sys
 from collections.abc import Callable
 
-from sandbox import isolation
+from sandbox import isolation, rng_state
 from sandbox.runner import run_program, send_and_exit
 
 RESULT_FD = 3
@@ -77,6 +77,9 @@ def _fresh_stdio() -> None:
     )
 
 
+GENERATORS: list[object] = []  # the zygote's module-level random generators (rng_state.py)
+
+
 def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: int, s: dict,
                load_filter: Callable[[], None] | None) -> None:
     zygote_pid = os.getppid()
@@ -85,6 +88,7 @@ def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: in
     for sig in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     _place_fds(result_fd, out_w, err_w)
+    rng_state.reseed(GENERATORS)  # before anything of the call's own runs
     if uid is not None:
         isolation.sweep_uid(uid)
     if s["call_namespaces"]:

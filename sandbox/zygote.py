@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from sandbox import hugepages, isolation, seccomp
+from sandbox import child, hugepages, isolation, rng_state, seccomp
 from sandbox.child import child_main
 
 log = logging.getLogger("sandbox.zygote")
@@ -244,6 +244,8 @@ def main() -> None:
     load_filter = _seccomp_loader(settings["seccomp"], refuse_ipc=not facts["ipc_limits"])
     facts["seccomp"] = load_filter is not None
     _warm(settings["preload_modules"])
+    child.GENERATORS[:] = rng_state.module_generators()  # reseeded in every call (sandbox/rng_state.py)
+    rng_state.reseed(child.GENERATORS)  # once here, so that no call pays its first-use costs
     gc.collect()
     gc.freeze()  # keeps the GC from touching (and copying) the shared heap in children
     facts["huge_pages_mb"] = hugepages.collapse_heap() if settings["huge_pages"] else 0

@@ -143,3 +143,15 @@ async def test_invalid_calls_are_answered_in_order_without_running(sb, server):
     assert [r.status for r in results] == ["ok", "invalid_call", "ok"]
     assert [r.feedback for r in results] == ["1", 'Invalid tool call: missing "name".', "2"]
     assert server.health()["counters"]["calls"] == before + 2
+
+
+async def test_every_random_state_a_library_keeps_is_fresh_in_every_call(sb):
+    """Issue 22: sympy keeps generators of its own (`rng`, `_assumptions_rng`), which a fork
+    of the zygote handed to every call in the same state: a call could see what the one
+    before drew. Every module-level generator of a loaded library is now reseeded per call."""
+    code = ("import random, numpy, sympy, sympy.core.random as sr\n"
+            "print(random.random(), numpy.random.rand(), sr.rng.random(), sr._assumptions_rng.random(),"
+            " sr.random(), sympy.randprime(10**6, 10**7))")
+    outs = [(await run(sb, code)).feedback.split() for _ in range(4)]
+    for column in zip(*outs, strict=True):
+        assert len(set(column)) == 4, outs
