@@ -13,11 +13,13 @@ A stage killed at any point therefore leaves no index entry: it never looks comp
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,6 +57,25 @@ def digest_dir(path: Path) -> str:
     return h.hexdigest()
 
 
+_UNLOCKED_STAGING_S = 600  # a staging dir without its lock file this old was left by a run that died
+
+
+def _sweep_staging(base: Path) -> None:
+    """Remove the staging dirs of runs that died: their lock is free (or, older ones, missing)."""
+    for lock in base.glob("*.lock"):
+        with open(lock, "a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its run is alive
+            shutil.rmtree(base / lock.name.removesuffix(".lock"), ignore_errors=True)
+            lock.unlink(missing_ok=True)
+    now = time.time()
+    for d in base.iterdir():
+        if d.is_dir() and not (base / f"{d.name}.lock").exists() and now - d.stat().st_mtime > _UNLOCKED_STAGING_S:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class ArtifactStore:
     def __init__(self, root: str, cache_dir: str | None = None):
         # A relative local root means the same place from any working directory (the CLI,
@@ -87,14 +108,21 @@ class ArtifactStore:
 
     @contextmanager
     def staging(self) -> Iterator[Path]:
-        """A fresh local directory for a stage to write into; removed if not committed."""
+        """A fresh local directory for a stage to write into; removed if not committed. Each
+        is held by a lock file beside it, which the kernel releases when its run dies: the
+        next staging removes what a killed run left (a SIGKILL runs no `finally`)."""
         base = Path(self._join("tmp")) if self.is_local else self._cache_dir / "tmp"
         base.mkdir(parents=True, exist_ok=True)
+        _sweep_staging(base)
         tmp = Path(tempfile.mkdtemp(prefix=f"{uuid.uuid4().hex[:8]}-", dir=base))
-        try:
-            yield tmp
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        lock = base / f"{tmp.name}.lock"
+        with open(lock, "w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            try:
+                yield tmp
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+                lock.unlink(missing_ok=True)
 
     def commit(self, tmp: Path, stage: str, key: str, manifest: dict) -> ArtifactRef:
         """Digest `tmp`, write its manifest, move it into place, then index it."""

@@ -165,3 +165,35 @@ def test_relative_root_resolves_against_the_repo_from_any_cwd(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     assert ArtifactStore(".rstar/artifacts").root == str(REPO_ROOT / ".rstar" / "artifacts")
     assert ArtifactStore("memory://bucket/x/").root == "memory://bucket/x"
+
+
+def test_what_a_killed_run_left_in_staging_is_removed_by_the_next(tmp_path):
+    """Issue 23: a SIGKILL runs no `finally`, so a data stage killed mid-write left its staging
+    dir under <root>/tmp for good; the next staging now removes it, and never a live one's."""
+    import signal
+    import textwrap
+
+    from orchestrator.store import ArtifactStore
+
+    script = textwrap.dedent(f"""
+        import sys, time
+        from orchestrator.store import ArtifactStore
+        with ArtifactStore({str(tmp_path / 'store')!r}).staging() as tmp:
+            (tmp / "half.parquet").write_bytes(b"x" * 1000)
+            print(tmp, flush=True)
+            time.sleep(60)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2],
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    dirs = [Path(p.stdout.readline().strip()) for p in procs]
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].wait(10)
+    assert dirs[0].exists()  # left behind
+    try:
+        with ArtifactStore(str(tmp_path / "store")).staging() as mine:
+            assert not dirs[0].exists() and not Path(f"{dirs[0]}.lock").exists()
+            assert dirs[1].exists()  # a live run's dir stays
+            assert mine.exists()
+    finally:
+        procs[1].kill()
+        procs[1].wait(10)
