@@ -175,14 +175,16 @@ def check(cfg: PipelineConfig, label: str, until: str | None = None) -> list[str
     missing = [s.name for s in stages if refs.get(s.name) is None]
     if missing:
         raise RuntimeError(f"rehearsal ({label}): no artifact for {', '.join(missing)}")
+    no_card = [s.name for s in stages if not (Path(refs[s.name].uri) / artifacts.CARD).exists()]
+    if no_card:
+        raise RuntimeError(f"rehearsal ({label}): no card in the artifact of {', '.join(no_card)}")
     rows = [f"## {label}", "", "| stage | card | plots | metrics (first five) |", "|---|---|---|---|"]
     for spec in stages:
         path = Path(refs[spec.name].uri)
         metrics = json.loads((path / artifacts.MANIFEST).read_text())["metrics"]
         shown = ", ".join(f"{k}={v}" for k, v in list(metrics.items())[:5])
         plots = " ".join(p.name for p in sorted(path.glob("*.png")))
-        card = "yes" if (path / artifacts.CARD).exists() else "-"
-        rows.append(f"| {spec.name} | {card} | {plots or '-'} | {shown} |")
+        rows.append(f"| {spec.name} | {artifacts.CARD} | {plots or '-'} | {shown} |")
     return rows
 
 

@@ -24,9 +24,11 @@ from pathlib import Path
 from types import ModuleType
 
 from configs.schema import PipelineConfig
+from orchestrator.card import stage_card
 from orchestrator.keys import check_key, digest_json, key_payload, stage_key
 from orchestrator.stages import BY_NAME, STAGES, StageSpec
 from orchestrator.store import ArtifactRef, ArtifactStore
+from stagekit import artifacts
 from stagekit.workdir import WorkDir
 
 LAUNCHED_ENV = "RSTAR_LAUNCHED"  # set by orchestrator/launcher.py: it owns the work dir's attempt
@@ -121,6 +123,8 @@ def run_stage(
             "duration_s": round(time.time() - started, 3),
             "metrics": metrics,
         }
+        if not (out_dir / artifacts.CARD).exists():  # every artifact has a card (orchestrator/card.py)
+            (out_dir / artifacts.CARD).write_text(stage_card(spec.name, key, manifest, out_dir))
         return store.commit(out_dir, spec.name, key, manifest)
 
     uses_work = "work" in inspect.signature(module.run).parameters

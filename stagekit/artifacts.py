@@ -2,7 +2,8 @@
 the stages after it, the orchestrator and the reports read.
 
     <artifact>/manifest.json   every stage: key, inputs, code version, metrics (orchestrator/store.py)
-    <artifact>/card.md         a stage's data card, shown in the Prefect UI as `<stage>-card`
+    <artifact>/card.md         every stage's card, shown in the Prefect UI as `<stage>-card` (a stage that
+                               writes none gets one from its manifest: orchestrator/card.py)
     assets/assets.json         which model and tokenizers (dirs inside the artifact, or hub ids)
     cold_start/sft.parquet     the SFT conversations, `messages` + `tools`
     rl_curation/, decontaminate/, stage3_filter/

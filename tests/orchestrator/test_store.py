@@ -197,3 +197,27 @@ def test_what_a_killed_run_left_in_staging_is_removed_by_the_next(tmp_path):
     finally:
         procs[1].kill()
         procs[1].wait(10)
+
+
+def test_a_stage_that_writes_no_card_gets_one_from_its_manifest(tmp_path, monkeypatch):
+    """Issue 21: assets, SFT and the RL stages had no card.md (and no `<stage>-card` in the UI)."""
+    from configs.schema import PipelineConfig
+    from orchestrator.runner import run_stage
+    from orchestrator.stages import StageSpec
+    from orchestrator.store import ArtifactStore
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "cardtoy.py").write_text("def run(cfg, inputs, out_dir):\n    (out_dir / 'curves.png').write_bytes(b'')\n"
+                                     "    return {'final_loss': 0.5, 'note': 'a|b'}\n")
+    own = "def run(cfg, inputs, out_dir):\n    (out_dir / 'card.md').write_text('mine')\n"
+    (proj / "cardtoy_own.py").write_text(own)
+    monkeypatch.syspath_prepend(str(proj))
+    store = ArtifactStore(str(tmp_path / "store"))
+    up = run_stage(StageSpec("own", "cardtoy_own", lambda c: {"cfg": c.rl.stage1}), PipelineConfig(), {}, store)
+    assert (Path(up.uri) / "card.md").read_text() == "mine"  # a stage's own card is left alone
+    spec = StageSpec("toy", "cardtoy", lambda c: {"cfg": c.rl.stage2}, inputs={"policy": "own"})
+    card = (Path(run_stage(spec, PipelineConfig(), {"own": up}, store).uri) / "card.md").read_text()
+    assert card.startswith("# toy\n") and f"| policy | `{up.digest[:16]}` |" in card
+    assert "| final_loss | 0.5 |" in card and "| note | a\\|b |" in card
+    assert "`curves.png`" in card and "| steps |" in card  # files and the stage's config section
