@@ -39,6 +39,8 @@ class SandboxConfig(BaseModel):
     # --- server side ---
     exec_workers: int | None = operational(None)  # concurrent calls; None: 4 per CPU core of the serving machine
     verify_workers: int = operational(2, ge=1)  # math-verify worker processes
+    max_request_items: int = operational(4096, ge=1)  # calls (or answer pairs) one HTTP request may carry
+    idle_connection_s: float = operational(30.0, gt=0)  # an idle keep-alive connection is closed after this
     verify_timeout_s: int = Field(5, ge=1)  # math-verify's own timeout (signal.alarm, whole seconds)
     verify_kill_after_s: float = 20.0  # a worker busy this long on one pair is killed and replaced
     verify_memory_mb: int = Field(4096, ge=256)  # address space a verify worker may add after warm-up
