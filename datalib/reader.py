@@ -26,11 +26,10 @@ from datalib.local_rows import RawRow, read_json_file, read_parquet_file
 from datalib.records import SourceSchemaError
 from stagekit.paths import resolve_local
 
-__all__ = ["LOCAL_SUFFIXES", "RawRow", "SourceRows", "local_path"]
+__all__ = ["RawRow", "SourceRows", "local_path"]
 
 log = logging.getLogger(__name__)
 
-LOCAL_SUFFIXES = (".jsonl", ".json", ".parquet")  # the common ones; datalib/files.py has every spelling
 _SCHEMA_PROBE_ROWS = 200  # readable rows per file whose keys decide whether it fits its source
 
 

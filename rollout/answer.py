@@ -216,15 +216,14 @@ def parse_integer(value: object, max_digits: int = INT64_DIGITS) -> int:
     """
     if isinstance(value, bool):
         raise NotAnInteger("complex_format", f"a boolean answer {value!r}")
+    if isinstance(value, Decimal):  # a Parquet decimal column: judged as the integer it is, if it is one
+        if not value.is_finite() or value != value.to_integral_value():
+            raise NotAnInteger("not_integer" if value.is_finite() else "complex_format", f"{value}")
+        value = int(value)
     if isinstance(value, int):
         return _checked("-" if value < 0 else "", str(abs(value)), max_digits, "answer")
     if isinstance(value, float):
         return _parse_number(value, max_digits)
-    if isinstance(value, Decimal):  # a Parquet decimal column
-        if not value.is_finite() or value != value.to_integral_value():
-            raise NotAnInteger("not_integer" if value.is_finite() else "complex_format", f"{value}")
-        n = int(value)
-        return _checked("-" if n < 0 else "", str(abs(n)), max_digits, f"{value}")
     if value is None or (isinstance(value, str) and not value.strip()):
         raise NotAnInteger("empty_answer", f"answer {value!r}")
     if not isinstance(value, str):
