@@ -14,17 +14,26 @@ from the first bytes (gzip, bzip2, xz, zstd; Parquet's `PAR1`, a JSON array, JSO
 When the name says otherwise the reader goes by the bytes and says so. An empty file is
 skipped as empty. Nothing is dropped without a line in `FileList.skipped`, which the data
 card shows.
+
+Nothing is read whole: a compressed file is decompressed chunk by chunk into an unnamed
+temporary file (under `TMPDIR`), and rows are then read from there, or from the file
+itself, on demand (datalib/local_rows.py).
 """
 
 from __future__ import annotations
 
 import bz2
+import errno
 import glob
 import gzip
 import lzma
 import re
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from stagekit.errors import StageInputError
 
@@ -123,39 +132,95 @@ def list_files(location: str, path: Path, split: str) -> FileList:
     return out
 
 
-def _decompress(data: bytes, compression: str) -> bytes:
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Region:
+    """A file's content as bytes `[start, end)`: of the file itself, or of a spool file that
+    holds it decompressed (or re-encoded). Rows are read from here on demand, never all at once."""
+
+    path: Path | None  # the file on disk, when its bytes are the content
+    spool: BinaryIO | None  # else the unnamed temporary file holding them
+    start: int
+    end: int
+
+    @contextmanager
+    def open(self) -> Iterator[BinaryIO]:
+        if self.spool is not None:
+            yield self.spool
+        else:
+            with self.path.open("rb") as fh:
+                yield fh
+
+    def head(self, n: int) -> bytes:
+        with self.open() as fh:
+            fh.seek(self.start)
+            return fh.read(min(n, self.end - self.start))
+
+
+def new_spool() -> BinaryIO:
+    """An unnamed temporary file (gone when closed, or when the process dies: a kill leaves nothing)."""
+    return tempfile.TemporaryFile(prefix="rstar-source-")
+
+
+def spool_copy(spool: BinaryIO, stream: BinaryIO, what: str, transform=None) -> Region:  # noqa: ANN001
+    """Copy `stream` to the end of `spool` chunk by chunk (`transform` applied to each chunk)."""
+    spool.seek(0, 2)
+    start = spool.tell()
+    try:
+        while chunk := stream.read(_CHUNK):
+            spool.write(transform(chunk) if transform else chunk)
+        if transform:
+            spool.write(transform(b"", final=True))
+    except OSError as err:
+        if err.errno == errno.ENOSPC:
+            raise DataFileError(f"{what}: no space left on {tempfile.gettempdir()} to decompress it into; set "
+                                "TMPDIR to a folder on a larger disk") from None
+        raise
+    spool.flush()
+    return Region(None, spool, start, spool.tell())
+
+
+def _decompressing(path: Path, compression: str) -> BinaryIO:
     if compression == "gzip":
-        return gzip.decompress(data)
+        return gzip.open(path, "rb")
     if compression == "bz2":
-        return bz2.decompress(data)
+        return bz2.open(path, "rb")
     if compression == "xz":
-        return lzma.decompress(data)
+        return lzma.open(path, "rb")
     import pyarrow as pa  # zstd: Python 3.11 has no module of its own; pyarrow ships the codec
 
-    with pa.input_stream(pa.py_buffer(data), compression="zstd") as stream:
-        return stream.read()
+    return pa.input_stream(str(path), compression="zstd")
 
 
 @dataclass(frozen=True)
 class FileContent:
-    data: bytes  # decompressed
+    region: Region  # the decompressed bytes
     compression: str | None  # what the bytes said
     format: str  # parquet, json (an array), jsonl, or empty
     note: str  # non-empty when the name says something else than the bytes
 
 
-def read_content(f: DataFile) -> FileContent:
-    """The file's bytes, decompressed by what they are, and the format they hold."""
-    data = f.path.read_bytes()
-    compression = next((name for magic, name in _MAGIC if data.startswith(magic)), None)
+def open_content(f: DataFile, spool: Callable[[], BinaryIO]) -> FileContent:
+    """The file's content, decompressed by what its bytes are (into a spool), and the format it holds.
+    A compressed Parquet file gets a spool of its own: a Parquet reader needs the file to itself."""
+    with f.path.open("rb") as fh:
+        magic = fh.read(8)
+    compression = next((name for magic_bytes, name in _MAGIC if magic.startswith(magic_bytes)), None)
+    region = Region(f.path, None, 0, f.path.stat().st_size)
     if compression:
         try:
-            data = _decompress(data, compression)
+            with _decompressing(f.path, compression) as stream:
+                head = stream.read(4)
+            target = new_spool() if head == b"PAR1" else spool()
+            with _decompressing(f.path, compression) as stream:
+                region = spool_copy(target, stream, str(f.path))
         except (OSError, EOFError, ValueError, lzma.LZMAError) as err:
+            if isinstance(err, DataFileError):
+                raise
             raise DataFileError(f"{f.path}: {compression}-compressed but cannot be decompressed ({err})") from None
-    start = data.lstrip()[:1]
-    fmt = ("parquet" if data.startswith(b"PAR1") else "empty" if not start
-           else "json" if start == b"[" else "jsonl")
+    fmt = _format(region)
     notes = []
     if compression != f.named_compression:
         notes.append(f"{compression or 'not'} compressed, though its name says "
@@ -164,4 +229,21 @@ def read_content(f: DataFile) -> FileContent:
         notes.append(f"holds Parquet, though its name says {f.named_format}: read as Parquet")
     elif fmt in ("json", "jsonl") and f.named_format == "parquet":
         notes.append(f"holds JSON{' lines' if fmt == 'jsonl' else ''}, though its name says Parquet: read as JSON")
-    return FileContent(data, compression, fmt, "; ".join(notes))
+    return FileContent(region, compression, fmt, "; ".join(notes))
+
+
+def _format(region: Region) -> str:
+    """parquet, empty (nothing but whitespace), json (starts with `[`) or jsonl, from the bytes."""
+    with region.open() as fh:
+        fh.seek(region.start)
+        first = fh.read(min(4, region.end - region.start))
+        if first == b"PAR1":
+            return "parquet"
+        fh.seek(region.start)
+        left = region.end - region.start
+        while left > 0:
+            chunk = fh.read(min(_CHUNK, left))
+            left -= len(chunk)
+            if start := chunk.lstrip()[:1]:
+                return "json" if start == b"[" else "jsonl"
+    return "empty"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from tqdm import tqdm
@@ -123,7 +123,7 @@ def normalise_rows(
             rejects.add(label, raw, "malformed", "unexpected_structure", f"{type(err).__name__}: {err}")
             counts.rejected["malformed"] += 1
             continue
-        kept.append((raw, record))
+        kept.append((replace(raw, data=None), record))  # the row's place is kept for rejects, not its data
     counts.kept = len(kept)
     if cap is not None and len(kept) < cap:
         log.warning("source %s: only %d usable rows for a cap of %d", label, len(kept), cap)

@@ -4,8 +4,11 @@ A bad byte or an odd value costs its own row and nothing else, and row numbers a
 of the file (0-based line index for JSONL, element index for a JSON array, row index for
 Parquet), whatever the row holds:
 
-- a UTF-8 byte-order mark is dropped; a UTF-16 one (a file saved by another tool) decodes
-  the file as UTF-16;
+- nothing is read whole: a file is indexed when opened (the offset of every line, or of every
+  element of a JSON array, found by scanning it a chunk at a time) and its rows are decoded
+  when asked for;
+- a UTF-8 byte-order mark is dropped; a UTF-16 one (a file saved by another tool) has the
+  file re-encoded as UTF-8 into the source's spool;
 - lines are cut at `\\n` only: `str.splitlines()` also cuts at U+2028, U+0085, `\\x0b`, …,
   which JSON allows raw inside strings, and would shift every later row number;
 - invalid UTF-8 bytes reject their row (`invalid_utf8`, with the byte and its offset); so
@@ -15,18 +18,25 @@ Parquet), whatever the row holds:
   Python converts (4300) is `number_too_long`; nesting past the parser's depth `too_deep`;
 - a Parquet row whose string cells are not UTF-8 is rejected alone (`invalid_utf8`, naming
   the column); the rest of its batch is read normally. A file that is no Parquet at all
-  is one reject with row -1 (`unreadable_file`), which the schema check then reports.
+  is one reject with row -1 (`unreadable_file`), which the schema check then reports
+  (Parquet: datalib/parquet_rows.py).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
+from array import array
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+from datalib.files import _CHUNK, Region, new_spool, spool_copy
 
 _BOM_UTF8, _BOMS_UTF16 = b"\xef\xbb\xbf", (b"\xff\xfe", b"\xfe\xff")
-_SURROGATE = re.compile("[\ud800-\udfff]")  # from an invalid byte (surrogateescape) or a lone \udXXX escape
+_SURROGATE = re.compile("[\ud800-\udfff]")  # from a lone \udXXX escape (bytes are decoded strictly)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # only such escapes can decode to a lone surrogate
 _PARQUET_BATCH_ROWS = 4096
 
@@ -86,25 +96,13 @@ class _Decoder:
             return self._careful.decode(text)
 
 
-def _invalid_bytes(text: str) -> str:
-    """Where the first invalid byte of a surrogateescape-decoded text is."""
-    raw = text.encode("utf-8", "surrogateescape")
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        return f"invalid UTF-8 byte 0x{raw[err.start]:02x} at byte {err.start} of the row"
-    return "bytes invalid in the file's encoding"
-
-
-def _check_values(obj: object, bytes_were_bad: bool) -> None:
+def _check_values(obj: object) -> None:
     """Raise _BadRow for a lone surrogate or a marked value anywhere in a row (keys included)."""
     stack = [obj]
     while stack:
         value = stack.pop()
         if isinstance(value, str):
             if m := _SURROGATE.search(value):
-                if bytes_were_bad and 0xDC80 <= ord(m.group()) <= 0xDCFF:
-                    raise _BadRow("invalid_utf8", _invalid_bytes(value))
                 raise _BadRow("lone_surrogate", f"an unpaired UTF-16 surrogate \\u{ord(m.group()):04x} in a string")
         elif isinstance(value, _Unreadable):
             raise _BadRow(value.reason, value.detail)
@@ -115,18 +113,22 @@ def _check_values(obj: object, bytes_were_bad: bool) -> None:
             stack.extend(value)
 
 
-def _line_row(path: str, i: int, line: str, decoder: _Decoder, position: int) -> RawRow:
+def _bytes_row(path: str, i: int, raw: bytes, decoder: _Decoder, position: int) -> RawRow:
+    """One row from its bytes: UTF-8 (strict: an invalid byte rejects its row), then one JSON object."""
     try:
-        if _SURROGATE.search(line):  # only an invalid byte puts one in a decoded line
-            raise _BadRow("invalid_utf8", _invalid_bytes(line))
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise _BadRow("invalid_utf8", f"invalid UTF-8 byte 0x{raw[err.start]:02x} at byte {err.start} "
+                                          "of the row") from None
         try:
             value = decoder.decode(line)
         except json.JSONDecodeError as err:
             raise _BadRow("invalid_json", f"{err.msg} at column {err.colno}") from None
         except RecursionError:
             raise _BadRow("too_deep", "nested deeper than the JSON parser goes") from None
-        if decoder.marked or _SURROGATE_ESCAPE.search(line):
-            _check_values(value, bytes_were_bad=False)
+        if decoder.marked or ("\\u" in line and _SURROGATE_ESCAPE.search(line)):
+            _check_values(value)
         return _object_row(path, i, value, position)
     except _BadRow as bad:
         return RawRow(path, i, None, bad.detail, position, bad.reason)
@@ -138,85 +140,212 @@ def _object_row(path: str, i: int, value: object, position: int) -> RawRow:
     return RawRow(path, i, value, position=position)
 
 
-def _decode(data: bytes) -> str:
-    if data.startswith(_BOMS_UTF16):
-        return data.decode("utf-16", errors="surrogateescape")
-    if data.startswith(_BOM_UTF8):
-        data = data[len(_BOM_UTF8):]
-    return data.decode("utf-8", errors="surrogateescape")  # invalid bytes are judged per row
+class FileRows:
+    """The rows of one file, indexed when opened and read on demand: what memory holds is the
+    index (a few bytes per row) and the rows asked for, never the file."""
+
+    name: str
+    first_position: int  # source-wide position of the file's first row
+    nbytes: int = 0  # the rows' size in bytes (about): what sets how many rows a window reads
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def rows_at(self, local: list[int]) -> list[RawRow]:
+        """The rows at these 0-based indices (ascending), in that order."""
+        raise NotImplementedError
 
 
-def read_json_file(path: Path, first_position: int = 0, data: bytes | None = None) -> list[RawRow]:
-    """Rows of a JSON-lines file, or of a file holding one JSON array (else read as JSON lines).
+class MemoryRows(FileRows):
+    """Rows already in memory: generated in-process, or the one reject of an unreadable file."""
 
-    `first_position` is the source-wide position of the file's first row (files of a folder);
-    `data`: the file's bytes already read (decompressed), else they are read from `path`.
-    """
-    data = path.read_bytes() if data is None else data
-    text, name, decoder = _decode(data), str(path), _Decoder()
-    if text.lstrip("\ufeff \t\r\n")[:1] == "[":
+    def __init__(self, name: str, rows: list[RawRow]):
+        self.name, self.rows = name, rows
+        self.first_position = rows[0].position if rows else 0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def rows_at(self, local: list[int]) -> list[RawRow]:
+        return [self.rows[i] for i in local]
+
+
+class JsonLinesRows(FileRows):
+    """A JSON-lines file: the byte offset and line number of every non-blank line."""
+
+    def __init__(self, name: str, region: Region, first_position: int):
+        self.name, self.region, self.first_position = name, region, first_position
+        self.nbytes = region.end - region.start
+        self.offsets, self.lines = array("q"), array("q")
+        self._decoder = _Decoder()
+        with region.open() as fh:
+            fh.seek(region.start)
+            pos, i = region.start, 0
+            while pos < region.end:
+                line = fh.readline(region.end - pos)
+                if line.strip():
+                    self.offsets.append(pos)
+                    self.lines.append(i)
+                pos += len(line)
+                i += 1
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def rows_at(self, local: list[int]) -> list[RawRow]:
+        out = []
+        with self.region.open() as fh:
+            for run in _runs(local):  # a run of consecutive rows is one read
+                first, last = run[0], run[-1]
+                fh.seek(self.offsets[first])
+                end = self.offsets[last + 1] if last + 1 < len(self.offsets) else self.region.end
+                lines = fh.read(end - self.offsets[first]).split(b"\n")
+                out += [_bytes_row(self.name, self.lines[r], lines[self.lines[r] - self.lines[first]], self._decoder,
+                                   self.first_position + r) for r in run]
+        return out
+
+
+class JsonArrayRows(JsonLinesRows):
+    """A file holding one JSON array: the byte span of every element (`spans` found them)."""
+
+    def __init__(self, name: str, region: Region, first_position: int, spans: tuple[array, array]):
+        self.name, self.region, self.first_position = name, region, first_position
+        self.nbytes = region.end - region.start
+        self.offsets, self.ends = spans
+        self._decoder = _Decoder()
+
+    def rows_at(self, local: list[int]) -> list[RawRow]:
+        out = []
+        with self.region.open() as fh:
+            for run in _runs(local):  # a run of consecutive elements is one read
+                base = self.offsets[run[0]]
+                fh.seek(base)
+                block = fh.read(self.ends[run[-1]] - base)
+                out += [_bytes_row(self.name, k, block[self.offsets[k] - base:self.ends[k] - base], self._decoder,
+                                   self.first_position + k) for k in run]
+        return out
+
+
+def _runs(local: list[int]) -> Iterator[list[int]]:
+    """Ascending indices cut into runs of consecutive ones."""
+    k = 0
+    while k < len(local):
+        j = k + 1
+        while j < len(local) and local[j] == local[j - 1] + 1:
+            j += 1
+        yield local[k:j]
+        k = j
+
+
+# A JSON string (complete), a bracket or a comma; a lone quote is a string not closed in this buffer.
+_ARRAY_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{},]|"', re.DOTALL)
+_CLOSE = {ord("]"): ord("["), ord("}"): ord("{")}
+_OPEN_ARRAY, _QUOTE, _COMMA = ord("["), ord('"'), ord(",")
+
+
+def array_spans(region: Region) -> tuple[array, array] | None:
+    """(start, end) offsets of each element of the one JSON array `region` holds (its first
+    non-blank byte is `[`), scanned chunk by chunk; None when it holds something else (JSON lines
+    that start with `[`, brackets that do not match, text after the array): read as JSON lines."""
+    starts, ends, stack = array("q"), array("q"), bytearray()
+    element_start, closed = -1, False
+    with region.open() as fh:
+        fh.seek(region.start)
+        base, carry, left = region.start, b"", region.end - region.start
+        while True:
+            chunk = fh.read(min(max(_CHUNK, 2 * len(carry)), left)) if left else b""  # a long string: read more
+            left -= len(chunk)
+            buf, carry, pos = carry + chunk, b"", 0
+            if not buf:
+                break
+            for m in _ARRAY_TOKENS.finditer(buf):
+                tok = buf[m.start()]
+                if closed or (not stack and tok != _OPEN_ARRAY):
+                    return None  # something after the array, or a first token that does not open one
+                if tok == _QUOTE and m.end() - m.start() == 1:  # a string the buffer does not close
+                    if not chunk:
+                        return None
+                    carry = buf[m.start():]
+                    break
+                if tok in _CLOSE:
+                    if not stack or stack.pop() != _CLOSE[tok]:
+                        return None
+                    if not stack:
+                        starts.append(element_start)
+                        ends.append(base + m.start())
+                        closed = True
+                elif tok == _COMMA:
+                    if len(stack) == 1:
+                        starts.append(element_start)
+                        ends.append(base + m.start())
+                        element_start = base + m.end()
+                elif tok != _QUOTE:  # [ or {
+                    stack.append(tok)
+                    if len(stack) == 1:
+                        element_start = base + m.end()
+                pos = m.end()
+            if closed and not carry and buf[pos:].strip():
+                return None
+            base += len(buf) - len(carry)
+    if not closed:
+        return None
+    if len(starts) == 1 and not region_bytes(region, starts[0], ends[0]).strip():
+        return array("q"), array("q")  # `[]`
+    return starts, ends
+
+
+def region_bytes(region: Region, start: int, end: int) -> bytes:
+    with region.open() as fh:
+        fh.seek(start)
+        return fh.read(end - start)
+
+
+def open_json_rows(name: str, region: Region, first_position: int, spool: Callable[[], BinaryIO]) -> JsonLinesRows:
+    """A JSON-lines file, or a file holding one JSON array (else read as JSON lines). A UTF-8 byte-order
+    mark is skipped; a UTF-16 file is re-encoded as UTF-8 into the spool first."""
+    head = region.head(4)
+    if head.startswith(_BOMS_UTF16):
+        region = spool_copy(spool(), _Reader(region), name, _Utf16ToUtf8())
+    elif head.startswith(_BOM_UTF8):
+        region = Region(region.path, region.spool, region.start + len(_BOM_UTF8), region.end)
+    with region.open() as fh:
+        fh.seek(region.start)
+        first = fh.read(min(_CHUNK, region.end - region.start)).lstrip(b" \t\r\n")[:1]
+    if first == b"[" and (spans := array_spans(region)) is not None:
+        return JsonArrayRows(name, region, first_position, spans)
+    return JsonLinesRows(name, region, first_position)
+
+
+class _Reader:
+    """A region read as a stream (for re-encoding into the spool)."""
+
+    def __init__(self, region: Region):
+        self.region, self.pos = region, region.start
+
+    def read(self, n: int) -> bytes:
+        data = region_bytes(self.region, self.pos, min(self.pos + n, self.region.end))
+        self.pos += len(data)
+        return data
+
+
+class _Utf16ToUtf8:
+    """UTF-16 re-encoded as UTF-8. A lone surrogate, or an odd last byte, becomes bytes that are
+    not UTF-8, so its row is rejected as `invalid_utf8` like any other bad byte."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-16")(errors="surrogatepass")
+
+    def __call__(self, chunk: bytes, final: bool = False) -> bytes:
         try:
-            data = decoder.decode(text)
-        except (ValueError, RecursionError):
-            data = None  # maybe JSON lines under a .json name: read line by line
-        if isinstance(data, list):
-            bad_bytes = bool(_SURROGATE.search(text))
-            check = decoder.marked or bad_bytes or _SURROGATE_ESCAPE.search(text)
-            return [_array_row(name, i, value, bad_bytes, first_position + i) if check
-                    else _object_row(name, i, value, first_position + i) for i, value in enumerate(data)]
-    rows: list[RawRow] = []
-    for i, line in enumerate(text.split("\n")):
-        if line.strip():
-            rows.append(_line_row(name, i, line, decoder, first_position + len(rows)))
-    return rows
+            text = self._decoder.decode(chunk, final)
+        except UnicodeDecodeError:  # only at the end: a byte left over
+            return b"\xff"
+        return text.encode("utf-8", errors="surrogatepass")
 
 
-def _array_row(path: str, i: int, value: object, bad_bytes: bool, position: int) -> RawRow:
-    try:
-        _check_values(value, bad_bytes)
-    except _BadRow as bad:
-        return RawRow(path, i, None, bad.detail, position, bad.reason)
-    return _object_row(path, i, value, position)
-def read_parquet_file(path: Path, columns: list[str] | None, first_position: int = 0,
-                      data: bytes | None = None) -> tuple[list[RawRow], list[str]]:
-    """Rows of a Parquet file (the wanted columns that exist) and every column the file has;
-    `data`: its bytes already read (a decompressed `.parquet.gz`), else it is read from `path`."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    def source() -> object:
-        return pa.BufferReader(data) if data is not None else path
-
-    try:
-        names = pq.read_schema(source()).names
-        wanted = [c for c in columns if c in names] if columns else None
-        table = pq.read_table(source(), columns=wanted)
-    except (OSError, ValueError) as err:  # ArrowInvalid is a ValueError: not Parquet, truncated, ...
-        return [RawRow(str(path), -1, None, f"not a readable Parquet file: {err}"[:300], first_position,
-                       "unreadable_file")], []
-    rows: list[RawRow] = []
-    for start in range(0, table.num_rows, _PARQUET_BATCH_ROWS):
-        batch = table.slice(start, _PARQUET_BATCH_ROWS)
-        try:
-            rows += [RawRow(str(path), start + k, r, position=first_position + start + k)
-                     for k, r in enumerate(batch.to_pylist())]
-        except UnicodeDecodeError:  # one bad cell: find it row by row, keep the rest
-            rows += [_parquet_row(str(path), start + k, batch.slice(k, 1), first_position + start + k)
-                     for k in range(batch.num_rows)]
-    return rows, names
-
-
-def _parquet_row(path: str, i: int, one_row, position: int) -> RawRow:  # noqa: ANN001 (a one-row Table)
-    try:
-        return RawRow(path, i, one_row.to_pylist()[0], position=position)
-    except UnicodeDecodeError as err:
-        bad = next((c for c in one_row.column_names if _undecodable(one_row.column(c))), "?")
-        return RawRow(path, i, None, f"column {bad!r}: invalid UTF-8 byte at {err.start}", position, "invalid_utf8")
-
-
-def _undecodable(column) -> bool:  # noqa: ANN001
-    try:
-        column.to_pylist()
-    except UnicodeDecodeError:
-        return True
-    return False
+def read_json_file(path: Path, first_position: int = 0) -> list[RawRow]:
+    """Every row of a (plain) JSON-lines or JSON-array file at once: for small files and tests."""
+    spool: list[BinaryIO] = []
+    rows = open_json_rows(str(path), Region(path, None, 0, path.stat().st_size), first_position,
+                          lambda: spool.append(new_spool()) or spool[-1])
+    return rows.rows_at(list(range(len(rows))))

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
-from datalib.files import is_glob, list_files, looks_like_data_file, read_content
-from datalib.local_rows import RawRow, read_json_file, read_parquet_file
+from datalib.files import DataFile, is_glob, list_files, looks_like_data_file, new_spool, open_content
+from datalib.local_rows import FileRows, MemoryRows, RawRow, open_json_rows
+from datalib.parquet_rows import ParquetCache, ParquetRows, open_parquet_rows
 from datalib.records import SourceSchemaError
 from stagekit.paths import resolve_local
 
@@ -31,6 +33,7 @@ __all__ = ["RawRow", "SourceRows", "local_path"]
 log = logging.getLogger(__name__)
 
 _SCHEMA_PROBE_ROWS = 200  # readable rows per file whose keys decide whether it fits its source
+_WINDOW_BYTES = 4 << 20  # rows read together (about): each file read once per window, in file order
 
 
 def local_path(location: str) -> Path | None:
@@ -44,14 +47,20 @@ def local_path(location: str) -> Path | None:
 
 
 class SourceRows:
-    """The rows of one source, iterable in a seeded order, with the field names they carry."""
+    """The rows of one source, iterable in a seeded order, with the field names they carry.
+
+    Local files are indexed when the source is opened and their rows read on demand, a window
+    of about `_WINDOW_BYTES` at a time: memory holds the index (16 bytes a row), one window of rows and,
+    for Parquet, row groups up to a budget (datalib/parquet_rows.py), whatever the size of the files."""
 
     def __init__(self, location: str, hub_config: str | None = None, split: str = "train",
                  columns: list[str] | None = None, revision: str | None = None):
         self.location = location
         path = local_path(location)
         self._dataset = None
-        self._rows: list[RawRow] = []
+        self._files: list[FileRows] = []
+        self._spool: BinaryIO | None = None
+        self._parquet = ParquetCache()
         self.probes: list[FileFields] = []  # per file: the fields its rows carry
         self.files_read: list[tuple[str, int, str]] = []  # (file, rows, what its bytes said against its name)
         self.files_skipped: list[tuple[str, str]] = []  # (file, why)
@@ -61,22 +70,7 @@ class SourceRows:
             listing = list_files(location, path, split)
             self.files_skipped += listing.skipped
             for f in listing.files:
-                content = read_content(f)
-                if content.format == "empty":
-                    self.files_skipped.append((str(f.path), "empty"))
-                    log.warning("source %s: %s is empty", location, f.path)
-                    continue
-                if content.note:
-                    log.warning("source %s: %s %s", location, f.path, content.note)
-                if content.format == "parquet":
-                    rows, columns_found = read_parquet_file(f.path, columns, len(self._rows), content.data)
-                    self.probes.append(FileFields(str(f.path), set(columns_found), len(rows)) if columns_found
-                                       else FileFields.of_rows(str(f.path), rows))
-                else:
-                    rows = read_json_file(f.path, len(self._rows), content.data)
-                    self.probes.append(FileFields.of_rows(str(f.path), rows))
-                self.files_read.append((str(f.path), len(rows), content.note))
-                self._rows += rows
+                self._open_file(f, columns)
             for skipped, why in listing.skipped:
                 log.warning("source %s: skipped %s: %s", location, skipped, why)
             self.label = str(path)
@@ -91,19 +85,49 @@ class SourceRows:
             self.label = f"hub:{location}{'/' + hub_config if hub_config else ''}:{split}" + (
                 f"@{revision}" if revision else "")
             self.probes.append(FileFields(self.label, found, len(ds)))
+        self._ends = np.cumsum([len(f) for f in self._files], dtype=np.int64)
+
+    def _open_file(self, f: DataFile, columns: list[str] | None) -> None:
+        content = open_content(f, self._shared_spool)
+        if content.format == "empty":
+            self.files_skipped.append((str(f.path), "empty"))
+            log.warning("source %s: %s is empty", self.location, f.path)
+            return
+        if content.note:
+            log.warning("source %s: %s %s", self.location, f.path, content.note)
+        name, first = str(f.path), len(self)
+        if content.format == "parquet":
+            rows = open_parquet_rows(name, content.region, columns, first, self._parquet)
+            probe = FileFields(name, set(rows.columns), len(rows)) if isinstance(rows, ParquetRows) \
+                else FileFields.of_rows(name, rows.rows_at([0]))
+        else:
+            rows = open_json_rows(name, content.region, first, self._shared_spool)
+            probe = FileFields.of_rows(name, _first_rows(rows))
+        self.probes.append(probe)
+        self.files_read.append((name, len(rows), content.note))
+        self._files.append(rows)
+
+    def _shared_spool(self) -> BinaryIO:
+        """One unnamed temporary file for every decompressed file of the source."""
+        if self._spool is None:
+            self._spool = new_spool()
+        return self._spool
 
     @classmethod
     def from_records(cls, label: str, records: list[dict]) -> SourceRows:
         """Rows generated in-process (the synthetic source), read like any file's."""
         rows = cls.__new__(cls)
-        rows.location, rows.label, rows._dataset = label, label, None
-        rows._rows = [RawRow(label, i, r, position=i) for i, r in enumerate(records)]
+        rows.location, rows.label, rows._dataset, rows._spool = label, label, None, None
+        rows._files = [MemoryRows(label, [RawRow(label, i, r, position=i) for i, r in enumerate(records)])]
+        rows._ends = np.array([len(records)], dtype=np.int64)
         rows.files_read, rows.files_skipped = [], []
-        rows.probes = [FileFields.of_rows(label, rows._rows)]
+        rows.probes = [FileFields.of_rows(label, rows._files[0].rows)]
         return rows
 
     def __len__(self) -> int:
-        return len(self._dataset) if self._dataset is not None else len(self._rows)
+        if self._dataset is not None:
+            return len(self._dataset)
+        return sum(len(f) for f in self._files)
 
     @property
     def fields(self) -> set[str]:
@@ -131,8 +155,9 @@ class SourceRows:
         n = len(self)
         order = np.random.default_rng(seed).permutation(n) if seed is not None else np.arange(n)
         if self._dataset is None:
-            for i in order:
-                yield self._rows[i]
+            window = self._window_rows()
+            for start in range(0, n, window):
+                yield from self._window(order[start:start + window])
             return
         for start in range(0, n, batch_size):
             idx = order[start:start + batch_size]
@@ -143,6 +168,21 @@ class SourceRows:
                 continue
             for j, original in enumerate(idx):
                 yield RawRow(self.label, int(original), {k: v[j] for k, v in batch.items()}, position=int(original))
+
+    def _window_rows(self) -> int:
+        """Rows per window: about `_WINDOW_BYTES` of rows of the source's average size."""
+        average = sum(f.nbytes for f in self._files) / max(len(self), 1)
+        return int(min(8192, max(64, _WINDOW_BYTES // max(average, 1))))
+
+    def _window(self, idx: np.ndarray) -> list[RawRow]:
+        """The rows at source indices `idx`, in that order, each file read once in file order."""
+        file_of = np.searchsorted(self._ends, idx, side="right")
+        found: dict[int, RawRow] = {}
+        for k in np.unique(file_of):
+            wanted = np.sort(idx[file_of == k])
+            base = int(self._ends[k - 1]) if k else 0
+            found.update(zip(wanted.tolist(), self._files[k].rows_at((wanted - base).tolist()), strict=True))
+        return [found[int(i)] for i in idx]
 
     def _hub_row(self, i: int) -> RawRow:
         try:
@@ -161,7 +201,7 @@ class FileFields:
     unreadable: Counter = field(default_factory=Counter)  # reason -> rows of those that could not be read
 
     @classmethod
-    def of_rows(cls, file: str, rows: list[RawRow]) -> FileFields:
+    def of_rows(cls, file: str, rows: Iterable[RawRow]) -> FileFields:
         """Keys of the first readable rows; unreadable ones are counted, not taken for the schema."""
         probe = cls(file, set(), 0)
         readable = 0
@@ -181,3 +221,9 @@ class FileFields:
             return ""
         bad = sum(self.unreadable.values())
         return f"; {bad} of the {self.rows} rows looked at unreadable: {dict(self.unreadable)}"
+
+
+def _first_rows(rows: FileRows) -> Iterator[RawRow]:
+    """A file's rows from the first, read in small windows (what a schema probe looks at)."""
+    for start in range(0, len(rows), 64):
+        yield from rows.rows_at(list(range(start, min(start + 64, len(rows)))))
