@@ -49,7 +49,12 @@ class SandboxConfig(BaseModel):
     isolate_network: bool = True  # enter a network namespace once, in the zygote
     private_tmp: bool = True  # mount namespace: read-only /tmp, /var/tmp, /dev/shm; a tmpfs scratch per call
     seccomp: bool = True  # refuse per-user/per-machine kernel facilities (sandbox/seccomp.py) in every call
-    hidden_paths: list[str] = ["/root", "/home"]  # empty read-only tmpfs over these (Python kept visible)
+    # Calls see a root built from an allowlist (sandbox/call_root.py): Python, its libraries,
+    # a minimal /etc and /dev, their own /proc and scratch. Off, or where it cannot be built:
+    # the host's tree with `hidden_paths` and /tmp covered.
+    allowlisted_root: bool = True
+    # Covered in the fallback; in the allowlisted root, sys.path entries under these are left out.
+    hidden_paths: list[str] = ["/root", "/home"]
     # Also hide this repository (artifacts, configs) and ../shared (data, benchmark answers):
     # a program must not find reference answers on disk either. Add other data roots above.
     hide_project_data: bool = True

@@ -18,11 +18,13 @@ import signal
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Hashable
 
 from configs.sandbox import SandboxConfig
 from sandbox import feedback as fb
 from sandbox import isolation
 from sandbox.child import HEADER, READY
+from sandbox.fair_queue import FairQueue
 from sandbox.feedback import Clip, StreamCapture
 from sandbox.locations import SOURCE_ROOT
 from sandbox.pipe_pump import PipePump
@@ -56,7 +58,7 @@ class Executor:
             **cfg.model_dump(include={
                 "cpu_time_s", "memory_mb", "file_size_mb", "max_open_files", "max_processes",
                 "isolate_network", "private_tmp", "scratch_mb", "scratch_inodes", "preload_modules", "seccomp",
-                "huge_pages",
+                "huge_pages", "allowlisted_root",
             }),
             "uid_base": self.uid_base,
             "hidden_paths": cfg.hidden_paths + ([str(SOURCE_ROOT), str(SOURCE_ROOT.parent / "shared")]
@@ -65,7 +67,7 @@ class Executor:
             "scratch_root": self.scratch_root,
         }
         self.zygote = ZygoteLink(settings, self._on_child, self._on_zygote_lost)
-        self._ready: asyncio.Queue[Child] = asyncio.Queue()
+        self._ready: FairQueue[Child] = FairQueue()  # handed out round-robin by request
         self._waiting_fork: set[int] = set()  # slots whose child was asked for
         self._in_setup: dict[int, Child] = {}  # forked, READY not yet read
         self.failing: dict[int, dict] = {}  # slot -> {"failures", "error"} while its setup keeps failing
@@ -110,7 +112,9 @@ class Executor:
             "uid_range": [self.uid_base, self.uid_base + self.slots - 1] if self.drop_uid else None,
             "zygote_pid": self.zygote.proc.pid if self.zygote.proc else None,
             "isolation": self.zygote.facts,
-            "status": "degraded" if self.failing else "ok",
+            # A module the calls expect preloaded failed to import in the zygote: calls would
+            # import it themselves (seconds each) or fail, so the service says it is not well.
+            "status": "degraded" if self.failing or self.zygote.facts.get("preload_failed") else "ok",
             "slots_failing": {str(k): v for k, v in self.failing.items()},
             "scratch_root": self.scratch_root,
         }
@@ -152,7 +156,7 @@ class Executor:
             why = os.read(child.err_fd, 2000).decode(errors="replace").strip()
         except OSError:
             why = ""
-        _kill_group(child.pid)
+        self.zygote.kill(child)
         child.close()
         if child.generation != self.zygote.generation or self.zygote.closing:
             return  # died with its zygote: the restart asks for the slot again
@@ -208,12 +212,13 @@ class Executor:
         for slot in sorted(self._waiting_fork):
             self._ask_child(slot)
 
-    async def run(self, code: str, stdin: str = "") -> SandboxResult:
+    async def run(self, code: str, stdin: str = "", request: Hashable = None) -> SandboxResult:
+        """Run one call; `request` groups the calls of one client request, served in turn with others."""
         queued = time.monotonic()
         for attempt in range(2):
             self.waiting += 1
             try:
-                child = await self._ready.get()
+                child = await self._ready.get(request)
             finally:
                 self.waiting -= 1
             self.busy += 1
@@ -226,7 +231,7 @@ class Executor:
                                        extra={"internal_error": str(exc)})
             finally:
                 self.busy -= 1
-                _kill_group(child.pid)
+                self.zygote.kill(child)
                 child.close()
                 self._ask_child(child.slot)
                 self._empty_trash()
@@ -260,14 +265,14 @@ class Executor:
                 pass
             done, _ = await asyncio.wait({record_task, too_much}, timeout=cfg.timeout_s,
                                          return_when=asyncio.FIRST_COMPLETED)
-            _kill_group(child.pid)
+            self.zygote.kill(child)
             record_task.cancel()
             raw = record_task.result() if record_task in done and not record_task.cancelled() else b""
             if not raw:
                 # No record: the program died or hung; wait briefly for what its group wrote.
                 await asyncio.wait([p.eof for p in pumps], timeout=DRAIN_GRACE_S)
         finally:
-            _kill_group(child.pid)
+            self.zygote.kill(child)
             if writer is not None:
                 writer.transport.abort()
             for pump in pumps:
@@ -285,7 +290,7 @@ class Executor:
         record = fb.parse_record(raw)
         extra: dict = {}
         if record is None:
-            wait_status = await self.zygote.exit_status(child.pid, EXIT_STATUS_WAIT_S)
+            wait_status = await self.zygote.exit_status(child, EXIT_STATUS_WAIT_S)
             status, line = fb.ended_without_record(wait_status, cfg.cpu_time_s, cfg.file_size_mb)
             extra["wait_status"] = wait_status
             if status == "resource_limit":
@@ -302,26 +307,16 @@ class Executor:
         return SandboxResult(status, fb.finish(fb.with_line(tail, line), cfg.max_output_chars), **sizes, extra=extra)
 
 
-    def _account(self, usage: object) -> None:
-        """Sum a child's own CPU and fault counts (the program could forge only its own)."""
-        if not isinstance(usage, dict) or not all(type(usage.get(k)) is int for k in USAGE_KEYS):
+    def _account(self, usage: dict | None) -> None:
+        """Sum a child's own CPU and fault counts (checked by fb.parse_record; a program could
+        forge only its own)."""
+        if usage is None:
             return
         self.counters["usage_calls"] += 1
         self.counters["child_setup_cpu_us"] += usage["setup_us"]
         self.counters["child_run_cpu_us"] += usage["end_us"] - usage["setup_us"]
         self.counters["child_setup_faults"] += usage["setup_flt"]
         self.counters["child_run_faults"] += usage["end_flt"] - usage["setup_flt"]
-
-
-USAGE_KEYS = ("setup_us", "end_us", "setup_flt", "end_flt")
-
-
-def _kill_group(pid: int) -> None:
-    for kill in (os.killpg, os.kill):  # the group exists once the child called setsid()
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 async def _read_record(reader: asyncio.StreamReader, limit: int) -> bytes:

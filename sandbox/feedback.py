@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import signal
 from dataclasses import dataclass
 
@@ -53,9 +54,19 @@ class Clip:
         """Read a clip a sandbox child sent; anything malformed becomes a visible note."""
         if isinstance(d, dict) and isinstance(d.get("head"), str) and isinstance(d.get("tail"), str):
             total = d.get("total")
-            if isinstance(total, int) and total >= len(d["head"]):
-                return cls(head=d["head"], tail=d["tail"], total=total)
+            if type(total) is int and len(d["head"]) <= total < MAX_COUNT:
+                return cls(head=clean_text(d["head"]), tail=clean_text(d["tail"]), total=total)
         return cls.of("[malformed output record]", 64)
+
+
+MAX_COUNT = 2**53  # any count from a child beyond this is forged (and would not survive a JSON double)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """A string from a child with lone surrogates replaced: `json` decodes `\\ud800` escapes into
+    them, and no UTF-8 encoder downstream (tokenizers, Parquet, logs) accepts one."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
 
 class StreamCapture:
@@ -152,17 +163,34 @@ def finish(pieces: list[Clip], max_chars: int) -> str:
 
 
 def parse_record(raw: bytes | None) -> dict | None:
+    """The result record a child sent, checked field by field (the program can write to the
+    record's fd, so every value is a child's claim): None unless it is exactly what
+    `runner.run_program` writes; strings cleaned, numbers bounded, other keys dropped."""
     if not raw:
         return None
     try:
         record = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
         return None
     if not isinstance(record, dict) or record.get("status") not in ("ok", "error", "resource_limit"):
         return None
-    if not isinstance(record.get("exit_code"), int):
+    code, note = record.get("exit_code"), record.get("note")
+    if type(code) is not int or not -(2**31) <= code < 2**31 or not (note is None or isinstance(note, str)):
         return None
-    return record
+    usage = record.get("usage")
+    return {"status": record["status"], "exit_code": code, "note": clean_text(note) if note else note,
+            "repr": record.get("repr"), "traceback": record.get("traceback"),
+            "usage": usage if _usage_ok(usage) else None}
+
+
+USAGE_KEYS = ("setup_us", "end_us", "setup_flt", "end_flt")
+
+
+def _usage_ok(usage: object) -> bool:
+    if not isinstance(usage, dict) or not all(type(usage.get(k)) is int and 0 <= usage[k] < MAX_COUNT
+                                              for k in USAGE_KEYS):
+        return False
+    return usage["end_us"] >= usage["setup_us"] and usage["end_flt"] >= usage["setup_flt"]
 
 
 def record_line(record: dict, memory_mb: int) -> str:

@@ -34,30 +34,30 @@ TRASH = ".trash"  # on-disk scratch only: where a slot's last scratch waits for 
 # World-writable places a sandbox uid could otherwise use to leave files for the next call.
 SHARED_WRITABLE = ("/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 
-_libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _check(rc: int, what: str) -> None:
+def check(rc: int, what: str) -> None:
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def prctl(option: int, arg: int) -> None:
-    _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), f"prctl({option})")
+    check(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), f"prctl({option})")
 
 
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-    rc = _libc.mount(
+def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    rc = libc.mount(
         source.encode(), target.encode(), fstype.encode() if fstype else None,
         ctypes.c_ulong(flags), data.encode() if data else None,
     )
-    _check(rc, f"mount {target}")
+    check(rc, f"mount {target}")
 
 
 def _cover(path: str) -> None:
     """Mount an empty read-only tmpfs over `path`."""
-    _mount("sandbox", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
+    mount("sandbox", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
 
 
 def _closed_ancestors(path: str) -> list[str]:
@@ -77,62 +77,73 @@ def _hide_keeping(cover: str, keep: list[str], mkdirs: tuple[str, ...] | list[st
     tmp_parent = tempfile.gettempdir()
     parent = "/run" if (tmp_parent + "/").startswith(cover.rstrip("/") + "/") else tmp_parent
     stage = tempfile.mkdtemp(prefix="sandbox-stage-", dir=parent)
-    _mount("sandbox", stage, "tmpfs", 0, "size=4k,mode=0700")
+    mount("sandbox", stage, "tmpfs", 0, "size=4k,mode=0700")
     staged = []
     for i, path in enumerate(keep):
         os.mkdir(f"{stage}/{i}")
-        _mount(path, f"{stage}/{i}", None, MS_BIND | MS_REC, None)
+        mount(path, f"{stage}/{i}", None, MS_BIND | MS_REC, None)
         staged.append((f"{stage}/{i}", path))
-    _mount("sandbox", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    mount("sandbox", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for path in mkdirs:
         os.makedirs(path, 0o755, exist_ok=True)
     for src, path in staged:
         os.makedirs(path, 0o755, exist_ok=True)
-        _mount(src, path, None, MS_MOVE, None)
-    _mount("none", cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
-    _check(_libc.umount2(stage.encode(), 0), f"umount {stage}")
+        mount(src, path, None, MS_MOVE, None)
+    mount("none", cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+    check(libc.umount2(stage.encode(), 0), f"umount {stage}")
     os.rmdir(stage)
 
 
 def _read_only(tree: str) -> None:
     """Bind `tree` onto itself and make that mount read-only (root included)."""
-    _mount(tree, tree, None, MS_BIND | MS_REC, None)
-    _mount("none", tree, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+    mount(tree, tree, None, MS_BIND | MS_REC, None)
+    mount("none", tree, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
 
 
 def enter_namespaces(isolate_network: bool, private_tmp: bool, hidden_paths: list[str], scratch_root: str,
-                     call_settings: dict) -> dict:
-    """Called once in the zygote; returns the isolation facts reported by /health."""
-    facts: dict = {"network_namespace": False, "private_tmp": False, "hidden_paths": [],
+                     call_settings: dict, defer_files: bool = False) -> dict:
+    """Called once in the zygote; returns the isolation facts reported by /health. With
+    `defer_files` it stops after entering the mount namespace: the zygote builds calls'
+    filesystem after its preload (call_root.py), and `hide_host` is only its fallback."""
+    facts: dict = {"network_namespace": False, "mount_namespace": False, "private_tmp": False, "hidden_paths": [],
                    "python_read_only": False, "call_namespaces": False, "ipc_namespace": False,
-                   "ipc_limits": False}
+                   "ipc_limits": False, "allowlisted_root": False, "proc_hidepid": False}
     if isolate_network:
-        if _libc.unshare(CLONE_NEWNET) == 0:
+        if libc.unshare(CLONE_NEWNET) == 0:
             facts["network_namespace"] = True  # only a loopback device, and it is down
         else:
             log.warning("no network namespace (%s): sandboxed code keeps the host network",
                         os.strerror(ctypes.get_errno()))
+    if not (private_tmp or hidden_paths or defer_files):
+        return facts
+    try:
+        check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        mount("none", "/", None, MS_REC | MS_PRIVATE, None)  # keep our mounts off the host
+    except OSError as exc:
+        log.warning("no mount namespace (%s): /tmp stays shared, hidden_paths ignored", exc)
+        return facts
+    facts["mount_namespace"] = True
+    if not defer_files:
+        hide_host(facts, private_tmp, hidden_paths, scratch_root, call_settings)
+    return facts
+
+
+def hide_host(facts: dict, private_tmp: bool, hidden_paths: list[str], scratch_root: str, call_settings: dict) -> None:
+    """The host's tree with holes punched in it: what calls see where an allowlisted root
+    (call_root.py) cannot be built. `hidden_paths` and /tmp covered, Python kept readable."""
     # The interpreter and its packages must stay readable by the sandbox uids even when
     # they live under a hidden or closed directory.
     python_trees = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)})
     covers = {os.path.realpath(p) for p in hidden_paths if os.path.isdir(p)}
     for tree in python_trees:
         covers.update(_closed_ancestors(tree))
-    if not (private_tmp or covers):
-        return facts
-    try:
-        _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        _mount("none", "/", None, MS_REC | MS_PRIVATE, None)  # keep our mounts off the host
-    except OSError as exc:
-        log.warning("no mount namespace (%s): /tmp stays shared, hidden_paths ignored", exc)
-        return facts
     for cover in sorted(covers, key=len):
         if not os.path.isdir(cover) or any(cover.startswith(c + "/") for c in facts["hidden_paths"]):
             continue
         _hide_keeping(cover, [t for t in python_trees if t.startswith(cover + "/")])
         facts["hidden_paths"].append(cover)
     if private_tmp:
-        facts.update(_probe_call_namespaces(call_settings))
+        facts.update(probe_call_namespaces(call_settings))
         if not facts["call_namespaces"]:
             log.warning("no per-call mount/IPC namespace: scratch dirs on disk, System V IPC refused")
         # A checkout (and its venv) may itself live under /tmp, as CI clones can; so may
@@ -148,10 +159,9 @@ def enter_namespaces(isolate_network: bool, private_tmp: bool, hidden_paths: lis
         if tree != "/":
             _read_only(tree)
     facts["python_read_only"] = all(os.statvfs(t).f_flag & os.ST_RDONLY for t in python_trees)
-    return facts
 
 
-def _probe_call_namespaces(s: dict) -> dict:
+def probe_call_namespaces(s: dict) -> dict:
     """What a child's setup can have, best first: its own mount and IPC namespaces with
     IPC limits; without the limits (/proc/sys read-only, as in some containers); mount
     namespace only. Each tried in a throwaway child, exactly as a call's setup does it."""
@@ -174,9 +184,9 @@ def enter_call_namespaces(uid: int | None, s: dict, target: str = CALL_SCRATCH) 
     objects within the call's memory budget. Nothing is ever cleaned: both namespaces,
     and every file and IPC object in them, go away with the call's last process (the
     kernel frees them in that process's exit, charged to no later call)."""
-    _check(_libc.unshare(CLONE_NEWNS | (CLONE_NEWIPC if s["ipc_namespace"] else 0)), "unshare(call namespaces)")
+    check(libc.unshare(CLONE_NEWNS | (CLONE_NEWIPC if s["ipc_namespace"] else 0)), "unshare(call namespaces)")
     owner = f",uid={uid},gid={uid}" if uid is not None else ""
-    _mount("scratch", target, "tmpfs", MS_NOSUID | MS_NODEV,
+    mount("scratch", target, "tmpfs", MS_NOSUID | MS_NODEV,
            f"size={s['scratch_mb']}m,nr_inodes={s['scratch_inodes']},mode=0700{owner}")
     if not s["ipc_limits"]:
         return

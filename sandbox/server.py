@@ -43,13 +43,13 @@ def _invalid(reason: str) -> SandboxResult:
     return SandboxResult(status="invalid_call", feedback=f"Invalid tool call: {reason}")
 
 
-async def _run_one(executor: Executor, call: object) -> SandboxResult:
+async def _run_one(executor: Executor, call: object, request: object) -> SandboxResult:
     if not isinstance(call, dict) or not isinstance(call.get("code"), str):
         return _invalid('"code" must be a string.')
     stdin = call.get("input") or ""
     if not isinstance(stdin, str):
         return _invalid('"input" must be a string.')
-    return await executor.run(call["code"], stdin)
+    return await executor.run(call["code"], stdin, request)
 
 
 _WS = " \t\n\r"
@@ -119,7 +119,8 @@ async def handle_run(request: web.Request) -> web.Response:
     request.app[EXECUTOR].counters["http_run_requests"] += 1
     # When the client goes away the handler is cancelled (handler_cancellation): its calls still
     # waiting for a slot leave the queue, and running ones are killed like a timed-out call.
-    results = await asyncio.gather(*(_run_one(request.app[EXECUTOR], c) for c in calls))
+    # Calls of this request are served in turn with other requests' (sandbox/fair_queue.py).
+    results = await asyncio.gather(*(_run_one(request.app[EXECUTOR], c, id(request)) for c in calls))
     return web.json_response({"results": [dataclasses.asdict(r) for r in results]})
 
 

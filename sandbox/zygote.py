@@ -8,9 +8,13 @@ caches and freezes the GC before the first fork (NOTES "Code execution": a fork 
 milliseconds, a fresh interpreter with those imports about a second).
 
 Control protocol (SOCK_SEQPACKET, one JSON object per message):
-  server -> zygote  {"op": "fork", "slot": k} | {"op": "quit"}
-  zygote -> server  {"op": "ready", "pid", "facts"} | {"op": "child", "slot", "pid"} with
-                    fds [result socket, stdout pipe, stderr pipe] | {"op": "exit", "pid", "status"}
+  server -> zygote  {"op": "fork", "slot": k} | {"op": "kill", "pid", "serial"} | {"op": "quit"}
+  zygote -> server  {"op": "ready", "pid", "facts"} | {"op": "child", "slot", "pid", "serial"} with
+                    fds [result socket, stdout pipe, stderr pipe] | {"op": "exit", "pid", "serial", "status"}
+
+Only the zygote reaps its children, so only it knows whether a pid still names the child
+it forked: the server asks it to kill (`serial` names the fork), and exits are reported by
+serial. A pid the kernel has reused is never signalled or taken for another's (issue 22).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from sandbox import child, hugepages, isolation, rng_state, seccomp
+from sandbox import call_root, child, hugepages, isolation, rng_state, seccomp
 from sandbox.child import child_main
 
 log = logging.getLogger("sandbox.zygote")
@@ -38,12 +42,15 @@ log = logging.getLogger("sandbox.zygote")
 RECOLLAPSE_EVERY = 256
 
 
-def _warm(modules: list[str]) -> None:
+def _warm(modules: list[str]) -> dict[str, str]:
+    """Import the preloaded modules; those that fail, with why (the server reports `degraded`)."""
+    failed = {}
     for name in modules:
         try:
             importlib.import_module(name)
-        except ImportError as exc:
-            log.warning("cannot preload %s: %s", name, exc)
+        except Exception as exc:  # noqa: BLE001 (ImportError, or whatever the module raised)
+            log.error("cannot preload %s: %s: %s", name, type(exc).__name__, exc)
+            failed[name] = f"{type(exc).__name__}: {exc}"[:500]
     if "sympy" in sys.modules:
         import sympy
 
@@ -63,6 +70,7 @@ def _warm(modules: list[str]) -> None:
         sympy.limit(sympy.sin(x) / x, x, 0)
         sympy.Matrix([[1, 2], [3, 4]]).det()
         sympy.nsimplify(0.5) + sympy.Rational(1, 3) + sympy.sqrt(2)
+    return failed
 
 
 def _seccomp_loader(wanted: bool, refuse_ipc: bool) -> Callable[[], None] | None:
@@ -94,7 +102,7 @@ class Zygote:
         self.s = settings
         self.load_filter = load_filter
         self.forks = 0
-        self.children: set[int] = set()  # call processes we forked and have not reaped
+        self.children: dict[int, int] = {}  # pid -> serial of the call processes we forked and have not reaped
         self.wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through the fd
@@ -149,29 +157,39 @@ class Zygote:
         os.close(err_w)
         os.set_blocking(out_r, False)  # the server's reads must never block its event loop
         os.set_blocking(err_r, False)
-        self.children.add(pid)
         self.forks += 1
+        self.children[pid] = self.forks
         if self.s["huge_pages"] and self.forks % RECOLLAPSE_EVERY == 0:
             hugepages.collapse_heap()
-        msg = json.dumps({"op": "child", "slot": slot, "pid": pid}).encode()
+        msg = json.dumps({"op": "child", "slot": slot, "pid": pid, "serial": self.forks}).encode()
         socket.send_fds(self.control, [msg], [parent_sock.fileno(), out_r, err_r])
         parent_sock.close()
         os.close(out_r)
         os.close(err_r)
 
+    def kill(self, pid: int, serial: int) -> None:
+        """Kill a call's process group, if `pid` is still the unreaped child of that fork."""
+        if self.children.get(pid) == serial:
+            kill_group(pid)
+
     def reap(self) -> None:
         call_ended = False
         while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+            try:  # WNOWAIT: seen, not reaped, so the pid stays reserved for the group kill below
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 break
-            if pid == 0:
+            if info is None or info.si_pid == 0:
                 break
-            if pid in self.children:  # orphans re-parented to us (subreaper) are only reaped
-                self.children.discard(pid)
+            pid = info.si_pid
+            serial = self.children.pop(pid, None)
+            if serial is not None:
+                kill_group(pid)  # what the call left in its group
+            _, status = os.waitpid(pid, 0)
+            if serial is not None:  # orphans re-parented to us (subreaper) are only reaped
                 call_ended = True
-                self.control.send(json.dumps({"op": "exit", "pid": pid, "status": status}).encode())
+                self.control.send(json.dumps({"op": "exit", "pid": pid, "serial": serial,
+                                              "status": status}).encode())
         if call_ended and not self.s["drop_uid"]:
             # A call process's orphans are re-parented to us before it can be reaped.
             self.kill_orphans()
@@ -196,7 +214,7 @@ class Zygote:
                 break
             if pid == 0:
                 time.sleep(0.01)
-            self.children.discard(pid)
+            self.children.pop(pid, None)
 
     def serve(self) -> None:
         while True:
@@ -217,9 +235,36 @@ class Zygote:
             req = json.loads(data)
             if req["op"] == "fork":
                 self.fork(int(req["slot"]))
+            elif req["op"] == "kill":
+                self.kill(int(req["pid"]), int(req["serial"]))
             elif req["op"] == "quit":
                 self.quit()
                 return
+
+
+def _enter_call_root(facts: dict, settings: dict) -> None:
+    """Calls' filesystem from an allowlist (call_root.py), after the preload so that every
+    library it mapped is known; the host's tree with holes punched in it where that fails."""
+    uids = [settings["uid_base"] + k for k in range(settings["slots"])] if settings["drop_uid"] else []
+    probe = isolation.probe_call_namespaces(settings)  # a call's scratch is its own tmpfs, or no such root
+    try:
+        if not probe["call_namespaces"]:
+            raise OSError("calls cannot have a mount namespace of their own")
+        facts.update(call_root.enter(settings["hidden_paths"], uids))
+    except OSError as exc:
+        log.warning("no allowlisted root for calls (%s): hiding paths of the host's tree instead", exc)
+        isolation.hide_host(facts, settings["private_tmp"], settings["hidden_paths"], settings["scratch_root"],
+                            settings)
+        return
+    facts.update(probe)
+
+
+def kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):  # the group exists once the child called setsid()
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def main() -> None:
@@ -234,16 +279,19 @@ def main() -> None:
     if os.getppid() == 1:
         sys.exit(1)
     control = socket.socket(fileno=args.control_fd)
+    allowlist = settings["allowlisted_root"] and settings["private_tmp"]
     facts = isolation.enter_namespaces(
         settings["isolate_network"], settings["private_tmp"], settings["hidden_paths"], settings["scratch_root"],
-        settings,
+        settings, defer_files=allowlist,
     )
     facts["uid_drop"] = settings["drop_uid"]
+    facts["preload_failed"] = _warm(settings["preload_modules"])
+    if allowlist and facts["mount_namespace"]:
+        _enter_call_root(facts, settings)
     settings.update({k: facts[k] for k in ("call_namespaces", "ipc_namespace", "ipc_limits")})
     # System V IPC and POSIX queues are allowed only inside a call's own, limited IPC namespace.
     load_filter = _seccomp_loader(settings["seccomp"], refuse_ipc=not facts["ipc_limits"])
     facts["seccomp"] = load_filter is not None
-    _warm(settings["preload_modules"])
     child.GENERATORS[:] = rng_state.module_generators()  # reseeded in every call (sandbox/rng_state.py)
     rng_state.reseed(child.GENERATORS)  # once here, so that no call pays its first-use costs
     gc.collect()

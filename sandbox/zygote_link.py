@@ -47,6 +47,8 @@ class Child:
     out_fd: int  # read end of its stdout pipe
     err_fd: int  # read end of its stderr pipe
     generation: int = 0  # which zygote forked it (the link counts restarts)
+    serial: int = 0  # which fork of that zygote: a pid can be reused, (generation, serial) cannot
+    killed: bool = False
 
     def close(self) -> None:
         self.sock.close()
@@ -66,8 +68,9 @@ class ZygoteLink:
         self.facts: dict = {}
         self._sock: socket.socket | None = None
         self._ready: asyncio.Future | None = None
-        self._exited: OrderedDict[int, int] = OrderedDict()  # pid -> wait status, recent only
-        self._exit_waiters: dict[int, asyncio.Future] = {}
+        # (generation, serial) -> wait status, recent only; and who waits for one.
+        self._exited: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self._exit_waiters: dict[tuple[int, int], asyncio.Future] = {}
         self.closing = False
         self.generation = 0
 
@@ -104,17 +107,29 @@ class ZygoteLink:
             return False
         return True
 
-    async def exit_status(self, pid: int, wait_s: float) -> int | None:
+    def kill(self, child: Child) -> None:
+        """Have the zygote kill the child's process group; only it knows whether the pid is still
+        that child's (a child of an earlier zygote died with it)."""
+        if child.killed or child.generation != self.generation or self._sock is None:
+            return
+        child.killed = True
+        try:
+            self._sock.send(json.dumps({"op": "kill", "pid": child.pid, "serial": child.serial}).encode())
+        except OSError as exc:
+            log.warning("kill request for slot %d not sent: %s", child.slot, exc)
+
+    async def exit_status(self, child: Child, wait_s: float) -> int | None:
         """Wait status of a call process, as reaped by the zygote (None if it never came)."""
-        if pid in self._exited:
-            return self._exited.pop(pid)
-        fut = self._exit_waiters.setdefault(pid, asyncio.get_running_loop().create_future())
+        key = (child.generation, child.serial)
+        if key in self._exited:
+            return self._exited.pop(key)
+        fut = self._exit_waiters.setdefault(key, asyncio.get_running_loop().create_future())
         try:
             return await asyncio.wait_for(fut, wait_s)
         except TimeoutError:
             return None
         finally:
-            self._exit_waiters.pop(pid, None)
+            self._exit_waiters.pop(key, None)
 
     def _on_readable(self) -> None:
         while self._sock is not None:
@@ -133,13 +148,15 @@ class ZygoteLink:
                 self._ready.set_result(msg)
             elif op == "child":
                 sock = socket.socket(fileno=fds[0])
-                self._on_child(Child(msg["slot"], msg["pid"], sock, fds[1], fds[2], self.generation))
+                self._on_child(Child(msg["slot"], msg["pid"], sock, fds[1], fds[2], self.generation,
+                                     msg["serial"]))
             elif op == "exit":
-                waiter = self._exit_waiters.get(msg["pid"])
+                key = (self.generation, msg["serial"])
+                waiter = self._exit_waiters.get(key)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(msg["status"])
                 else:
-                    self._exited[msg["pid"]] = msg["status"]
+                    self._exited[key] = msg["status"]
                     while len(self._exited) > 4096:
                         self._exited.popitem(last=False)
             elif op == "fork_failed":

@@ -39,13 +39,13 @@ class Server:
         return SandboxClient(self.cfg.model_copy(update={"urls": [self.url], **overrides}))
 
 
-def start_server(cfg: SandboxConfig, log_dir: Path) -> Server:
+def start_server(cfg: SandboxConfig, log_dir: Path, python: str = sys.executable) -> Server:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log_path = log_dir / f"sandbox-server-{port}.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox.server", "--port", str(port), "--config-json", cfg.model_dump_json(),
+        [python, "-m", "sandbox.server", "--port", str(port), "--config-json", cfg.model_dump_json(),
          "--exit-with-parent"],
         cwd=REPO, stdout=log_path.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
@@ -160,8 +160,8 @@ def check_clean():
 def start_extra_server(tmp_path_factory: pytest.TempPathFactory):
     started: list[Server] = []
 
-    def start(cfg: SandboxConfig) -> Server:
-        started.append(start_server(cfg, tmp_path_factory.mktemp("sandbox-extra")))
+    def start(cfg: SandboxConfig, python: str = sys.executable) -> Server:
+        started.append(start_server(cfg, tmp_path_factory.mktemp("sandbox-extra"), python))
         return started[-1]
 
     yield start

@@ -50,14 +50,17 @@ CASES = [
     # The repository and ../shared are hidden: no data or reference answers on disk either.
     ("read_project_data", f"import os\nprint(os.listdir('{REPO}'), os.path.exists('{REPO.parent}/shared/SPEC.md'))",
      "", {"ok"}, r"^\['.venv'\] False$"),
-    ("write_etc", "open('/etc/escape.txt', 'w').write('x')", "", {"error"}, r"PermissionError"),
-    ("write_dev_shm", "open('/dev/shm/escape.txt', 'w').write('x')", "", {"error"}, r"Read-only|PermissionError"),
-    ("read_root_600", f"print(open('{SECRET}').read())", "", {"error"}, r"PermissionError"),
+    ("write_etc", "open('/etc/escape.txt', 'w').write('x')", "", {"error"}, r"PermissionError|Read-only"),
+    ("write_dev_shm", "open('/dev/shm/escape.txt', 'w').write('x')", "", {"error"},
+     r"Read-only|PermissionError|No such file"),
+    ("read_root_600", f"print(open('{SECRET}').read())", "", {"error"}, r"PermissionError|No such file"),
     # /root is hidden; only the Python installation (pyenv) is mounted back inside it.
     ("read_root_home", "import os\nprint([n for n in os.listdir('/root') if n != '.pyenv'])", "", {"ok"},
      r"^\[\]$"),
-    ("daemon_subprocess", "import subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
-     "subprocess.Popen(['sleep', '1001'])\nprint('started')", "", {"ok"}, r"^started$"),
+    # Calls have Python, not a shell or coreutils (sandbox/call_root.py): daemons are Pythons.
+    ("daemon_subprocess", "import subprocess, sys\nsleep = [sys.executable, '-c', 'import time; time.sleep(1000)']\n"
+     "subprocess.Popen(sleep, start_new_session=True)\nsubprocess.Popen(sleep)\nprint('started')", "", {"ok"},
+     r"^started$"),
     ("daemon_fork_setsid", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(1000)\n"
      "print('parent done')", "", {"ok"}, r"^parent done$"),
     ("outliving_thread", "import threading, time\nthreading.Thread(target=time.sleep, args=(1000,)).start()\n"

@@ -79,10 +79,11 @@ print(json.dumps(out))
     expected = {name: "EPERM" for name in got} | {"clone3": "ENOSYS"}
     assert got == expected
     # What ordinary programs need still works under the filter.
-    r = await sb.run(ToolCall("import os, subprocess, threading\nt = threading.Thread(target=print, args=('t',))\n"
-                              "t.start(); t.join()\nprint(subprocess.run(['echo', 'sub'], capture_output=True)"
+    r = await sb.run(ToolCall("import os, subprocess, sys, threading\nt = threading.Thread(target=print, args=('t',))\n"
+                              "t.start(); t.join()\nsub = [sys.executable, '-c', 'print(6 * 7)']\n"
+                              "print(subprocess.run(sub, capture_output=True)"
                               ".stdout.decode().strip(), os.waitpid(os.fork() or os._exit(3), 0)[1] >> 8)"))
-    assert (r.status, r.feedback) == ("ok", "t\nsub 3")
+    assert (r.status, r.feedback) == ("ok", "t\n42 3")
 
 
 async def test_sysv_shared_memory_is_private_to_the_call(sb, server):

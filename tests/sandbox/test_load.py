@@ -40,7 +40,8 @@ HOSTILE = [
     ("import os\nos.killpg(0, 9)", {"error"}),
     ("import socket\nsocket.create_connection(('1.1.1.1', 443), timeout=1)", {"error"}),
     ("open('/etc/x', 'w')", {"error"}),
-    ("import subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True)", {"ok"}),
+    ("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)'], "
+     "start_new_session=True)", {"ok"}),
     ("import threading, time\nthreading.Thread(target=time.sleep, args=(1000,)).start()", {"ok"}),
     ("import builtins\nbuiltins.print = None\nbuiltins.len = None", {"ok"}),
     ("def f(n):\n    return f(n + 1)\nf(0)", {"error"}),
