@@ -1,6 +1,7 @@
 """Benchmark of the code execution service against the reference design (issue 3, point 7).
 
     python -m benchmarks.sandbox [--calls 500] [--ref-calls 40] [--pool-calls 2000] [--config-json '{...}']
+    python -m benchmarks.sandbox --against REV [--rounds 3]   # CPU per call, this checkout vs REV
 
 Prints calls/s and p50/p99 latency on one mix of programs (print, numpy, a sympy solve,
 an exception, a short loop) for
@@ -10,6 +11,11 @@ an exception, a short loop) for
 then the ratios a/b and a/c, the p50 of a trivial call at low load, verification
 throughput (answers/s) on a mix of answer pairs, and where (a)'s CPU goes per call
 (client, server, fork, child setup, program, exit). Everything runs on this machine, in one run.
+
+`--against REV` instead measures (a) for this checkout and for the service of git revision
+REV (its tree from `git archive`, started as its own server), alternating for `--rounds`
+rounds, and prints the CPU per call of each (best round) and their ratio: the cost check
+of a change to the service on a machine whose load moves wall-clock figures.
 """
 
 from __future__ import annotations
@@ -20,12 +26,17 @@ import contextlib
 import io
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
+import urllib.request
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 from configs.sandbox import SandboxConfig
 from sandbox.client import build_sandbox
@@ -196,6 +207,56 @@ def bench_pool(n: int, workers: int, concurrency: int) -> dict:
     return {"calls_s": n / wall, "p50": p50, "p99": p99}
 
 
+@contextlib.contextmanager
+def server_at(rev: str, config_json: str) -> Iterator[str]:
+    """A sandbox server running the code of git revision `rev` (`config_json`: the overrides
+    given, not a full dump, which may name fields that revision does not have); yields its URL."""
+    repo = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(repo), "archive", rev], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        proc = subprocess.Popen([sys.executable, "-m", "sandbox.server", "--port", str(port), "--config-json",
+                                 config_json, "--exit-with-parent"], cwd=tmp,
+                                env={**os.environ, "PYTHONPATH": tmp}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    urllib.request.urlopen(f"{url}/health", timeout=5).close()
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"the server of {rev} did not start") from None
+                    time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def compare_with(rev: str, args: argparse.Namespace, cfg: SandboxConfig) -> None:
+    """CPU per call of the service, this checkout against `rev`, rounds alternating."""
+    totals: dict[str, list[tuple[float, float]]] = {"this checkout": [], rev: []}
+    for _ in range(args.rounds):
+        for name in totals:
+            with contextlib.ExitStack() as stack:
+                run_cfg = cfg if name == "this checkout" else cfg.model_copy(
+                    update={"urls": [stack.enter_context(server_at(rev, args.config_json))]})
+                r = asyncio.run(bench_service(args.calls, args.concurrency, run_cfg))
+            service = sum(ms for what, ms in r["breakdown"] if not what.startswith("client"))
+            totals[name].append((service, sum(ms for _, ms in r["breakdown"])))
+            print(f"{name:>14}: {r['calls_s']:6.1f} calls/s, CPU per call {totals[name][-1][1]:6.2f} ms "
+                  f"(service {service:6.2f} ms, client {totals[name][-1][1] - service:5.2f} ms)")
+    new, old = min(totals["this checkout"]), min(totals[rev])
+    print(f"best of {args.rounds}: service CPU per call {new[0]:.2f} ms here, {old[0]:.2f} ms at {rev}: "
+          f"ratio {new[0] / old[0]:.3f} (target <= 1.10); with the client {new[1]:.2f} vs {old[1]:.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=500)
@@ -203,7 +264,12 @@ def main() -> None:
     parser.add_argument("--ref-calls", type=int, default=40)
     parser.add_argument("--pool-calls", type=int, default=2000)
     parser.add_argument("--config-json", default="{}", help='service overrides, e.g. \'{"huge_pages": false}\'')
+    parser.add_argument("--against", metavar="REV", help="compare CPU per call with the service at git revision REV")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.against:
+        compare_with(args.against, args, SandboxConfig.model_validate_json(args.config_json))
+        return
     cores = os.cpu_count() or 1
     a = asyncio.run(bench_service(args.calls, args.concurrency, SandboxConfig.model_validate_json(args.config_json)))
     b = bench_reference(args.ref_calls, cores)

@@ -1,7 +1,7 @@
 """One sandbox child: the process a single call runs in, forked by the zygote ahead of time.
 
-Setup happens before the call arrives (off the latency path): own session and process
-group, kill whatever the slot's uid left running, its own mount and IPC namespaces with
+Setup happens before the call arrives (off the latency path): its slot's memory cgroup,
+own session and process group, kill whatever the slot's uid left running, its own mount and IPC namespaces with
 a fresh tmpfs scratch (or, without them, a recycled scratch dir), privileges dropped to
 the slot's uid, no new privileges, death with the zygote, the seccomp filter. It then
 says READY on its result socket (a child whose setup failed never gets a call), blocks
@@ -23,7 +23,7 @@ import struct
 import sys
 from collections.abc import Callable
 
-from sandbox import isolation, rng_state
+from sandbox import isolation, memory_cgroup, rng_state
 from sandbox.runner import run_program, send_and_exit
 
 RESULT_FD = 3
@@ -78,11 +78,14 @@ def _fresh_stdio() -> None:
 
 
 GENERATORS: list[object] = []  # the zygote's module-level random generators (rng_state.py)
+CGROUP_FDS: list[int] = []  # per slot, the zygote's fd of its memory cgroup's cgroup.procs (memory_cgroup.py)
 
 
 def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: int, s: dict,
                load_filter: Callable[[], None] | None) -> None:
     zygote_pid = os.getppid()
+    if CGROUP_FDS:  # first: every page of the call from here on is counted against memory_mb
+        memory_cgroup.join(CGROUP_FDS[slot])
     os.setsid()  # own process group: the server kills the whole group at the end of the call
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM):

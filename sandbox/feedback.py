@@ -193,9 +193,13 @@ def _usage_ok(usage: object) -> bool:
     return usage["end_us"] >= usage["setup_us"] and usage["end_flt"] >= usage["setup_flt"]
 
 
+def memory_line(memory_mb: int) -> str:
+    return f"Memory limit: the program needed more than {memory_mb} MB."
+
+
 def record_line(record: dict, memory_mb: int) -> str:
     if record.get("note") == "memory":
-        return f"Memory limit: the program needed more than {memory_mb} MB."
+        return memory_line(memory_mb)
     if isinstance(record.get("note"), str):
         return record["note"]  # sys.exit("message") prints the message, like the interpreter
     if record["exit_code"] and record.get("traceback") is None:

@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from sandbox import call_root, child, hugepages, isolation, rng_state, seccomp
+from sandbox import call_root, child, hugepages, isolation, memory_cgroup, rng_state, seccomp
 from sandbox.child import child_main
 
 log = logging.getLogger("sandbox.zygote")
@@ -286,6 +286,8 @@ def main() -> None:
     )
     facts["uid_drop"] = settings["drop_uid"]
     facts["preload_failed"] = _warm(settings["preload_modules"])
+    child.CGROUP_FDS[:] = memory_cgroup.open_procs(settings["memory_cgroups"])  # while /sys is in sight
+    facts["memory_cgroup"] = bool(child.CGROUP_FDS)
     if allowlist and facts["mount_namespace"]:
         _enter_call_root(facts, settings)
     settings.update({k: facts[k] for k in ("call_namespaces", "ipc_namespace", "ipc_limits")})
