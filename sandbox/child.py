@@ -1,7 +1,8 @@
 """One sandbox child: the process a single call runs in, forked by the zygote ahead of time.
 
-Setup happens before the call arrives (off the latency path): its slot's memory cgroup,
-own session and process group, kill whatever the slot's uid left running, its own mount and IPC namespaces with
+Setup happens before the call arrives (off the latency path): its slot's memory and pids
+cgroups, own session and process group, kill whatever the slot's uid left running and wait
+until it is reaped, its own mount and IPC namespaces with
 a fresh tmpfs scratch (or, without them, a recycled scratch dir), privileges dropped to
 the slot's uid, no new privileges, death with the zygote, the seccomp filter. It then
 says READY on its result socket (a child whose setup failed never gets a call), blocks
@@ -23,24 +24,28 @@ import struct
 import sys
 from collections.abc import Callable
 
-from sandbox import isolation, memory_cgroup, rng_state
+from sandbox import isolation, rng_state, slot_cgroups
 from sandbox.runner import run_program, send_and_exit
 
 RESULT_FD = 3
+PIDS_FD = 4  # during setup only: the slot's pids.current (slot_cgroups.py)
 HEADER = struct.Struct(">Q")  # request = 8-byte length + JSON {"code", "input"}
 READY = b"R"  # first byte on the result socket: setup succeeded
 _getrusage, _RUSAGE_SELF = resource.getrusage, resource.RUSAGE_SELF  # before any program can replace them
 
 
-def _place_fds(result_fd: int, out_w: int, err_w: int) -> None:
-    # Move sources out of the way first so a dup2 cannot clobber one that sits on 0..3.
+def _place_fds(result_fd: int, out_w: int, err_w: int, pids_fd: int | None) -> None:
+    # Move sources out of the way first so a dup2 cannot clobber one that sits on 0..4.
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100) for fd in (result_fd, out_w, err_w)]
+    pids_high = fcntl.fcntl(pids_fd, fcntl.F_DUPFD_CLOEXEC, 100) if pids_fd is not None else None
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(high[1], 1)
     os.dup2(high[2], 2)
     os.dup2(high[0], RESULT_FD, inheritable=False)
-    os.closerange(RESULT_FD + 1, 1 << 16)
+    if pids_high is not None:  # read during the setup's sweep, closed after it
+        os.dup2(pids_high, PIDS_FD, inheritable=False)
+    os.closerange(PIDS_FD + (pids_high is not None), 1 << 16)
 
 
 def _read_request() -> dict:
@@ -78,22 +83,24 @@ def _fresh_stdio() -> None:
 
 
 GENERATORS: list[object] = []  # the zygote's module-level random generators (rng_state.py)
-CGROUP_FDS: list[int] = []  # per slot, the zygote's fd of its memory cgroup's cgroup.procs (memory_cgroup.py)
+SLOT_FILES = slot_cgroups.SlotFiles([], [])  # the slots' cgroup files, opened by the zygote
 
 
 def child_main(slot: int, uid: int | None, result_fd: int, out_w: int, err_w: int, s: dict,
                load_filter: Callable[[], None] | None) -> None:
     zygote_pid = os.getppid()
-    if CGROUP_FDS:  # first: every page of the call from here on is counted against memory_mb
-        memory_cgroup.join(CGROUP_FDS[slot])
+    slot_cgroups.join(SLOT_FILES, slot)  # first: every page and task from here on counts for the slot
     os.setsid()  # own process group: the server kills the whole group at the end of the call
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
-    _place_fds(result_fd, out_w, err_w)
+    pids = SLOT_FILES.pids_current[slot] if SLOT_FILES.pids_current else None
+    _place_fds(result_fd, out_w, err_w, pids)
     rng_state.reseed(GENERATORS)  # before anything of the call's own runs
-    if uid is not None:
-        isolation.sweep_uid(uid)
+    if uid is not None:  # what the slot's last call left: killed, and reaped before we go on
+        isolation.sweep_uid(uid, quiet=lambda: pids is None or slot_cgroups.tasks(PIDS_FD) == 1)
+    if pids is not None:
+        os.close(PIDS_FD)
     if s["call_namespaces"]:
         isolation.enter_call_namespaces(uid, s)
         scratch = isolation.CALL_SCRATCH

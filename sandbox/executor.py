@@ -22,7 +22,7 @@ from collections.abc import Hashable
 
 from configs.sandbox import SandboxConfig
 from sandbox import feedback as fb
-from sandbox import isolation, memory_cgroup
+from sandbox import isolation, slot_cgroups
 from sandbox.child import HEADER, READY
 from sandbox.fair_queue import FairQueue
 from sandbox.feedback import Clip, StreamCapture
@@ -50,9 +50,10 @@ class Executor:
         self.uid_base, self._uid_lock = -1, -1
         if self.drop_uid:
             self.uid_base, self._uid_lock = isolation.claim_uid_block(cfg.uid_base, self.slots)
-        # All of a call's memory (processes, shared memory, scratch files) within memory_mb, where
-        # the kernel lets us make a cgroup per slot (memory_cgroup.py).
-        self.cgroups = memory_cgroup.create(self.uid_base, self.slots, cfg.memory_mb) if self.drop_uid else None
+        # All of a call's memory (processes, shared memory, scratch files) within memory_mb, and its
+        # tasks counted until reaped, where the kernel lets us make cgroups per slot (slot_cgroups.py).
+        self.cgroups = slot_cgroups.create(self.uid_base, self.slots, cfg.memory_mb, cfg.max_processes) \
+            if self.drop_uid else slot_cgroups.SlotCgroups([], [])
         # Used only where calls cannot have their own tmpfs (the zygote says which in its facts).
         self.scratch_root = tempfile.mkdtemp(prefix="sandbox-scratch-")
         os.chmod(self.scratch_root, 0o711)
@@ -68,7 +69,7 @@ class Executor:
                                                 if cfg.hide_project_data else []),
             "slots": self.slots, "drop_uid": self.drop_uid, "keep_chars": cfg.max_output_chars,
             "scratch_root": self.scratch_root,
-            "memory_cgroups": self.cgroups.slots if self.cgroups else [],
+            "slot_cgroups": {"memory": self.cgroups.memory, "pids": self.cgroups.pids},
         }
         self.zygote = ZygoteLink(settings, self._on_child, self._on_zygote_lost)
         self._ready: FairQueue[Child] = FairQueue()  # handed out round-robin by request
@@ -105,8 +106,7 @@ class Executor:
                 os.rmdir(self.scratch_root)
         except OSError as exc:
             log.warning("scratch %s not removed: %s", self.scratch_root, exc)
-        if self.cgroups is not None:
-            self.cgroups.remove()
+        self.cgroups.remove()
         if self._uid_lock >= 0:
             os.close(self._uid_lock)  # only after the zygote swept the block's uids
             self._uid_lock = -1
@@ -123,7 +123,7 @@ class Executor:
             "status": "degraded" if self.failing or self.zygote.facts.get("preload_failed") else "ok",
             "slots_failing": {str(k): v for k, v in self.failing.items()},
             "scratch_root": self.scratch_root,
-            "memory_cgroups": self.cgroups.slots if self.cgroups else [],
+            "slot_cgroups": {"memory": self.cgroups.memory, "pids": self.cgroups.pids},
         }
 
     def _ask_child(self, slot: int) -> None:
@@ -262,7 +262,7 @@ class Executor:
         too_much = loop.create_future()
         pumps = [PipePump(loop, child.out_fd, out, too_much), PipePump(loop, child.err_fd, err, too_much)]
         payload = json.dumps({"code": code, "input": stdin}).encode()  # ASCII: surrogates survive
-        oom_before = self.cgroups.oom_kills(child.slot) if self.cgroups is not None else 0
+        oom_before = self.cgroups.oom_kills(child.slot)
         writer = None
         try:
             reader, writer = await asyncio.open_unix_connection(sock=child.sock)
@@ -303,7 +303,7 @@ class Executor:
             extra["wait_status"] = wait_status
             if status == "resource_limit":
                 extra["limit"] = "cpu" if os.WTERMSIG(wait_status) == signal.SIGXCPU else "file_size"
-            elif self.cgroups is not None and self.cgroups.oom_kills(child.slot) > oom_before:
+            elif self.cgroups.oom_kills(child.slot) > oom_before:
                 status, line = "resource_limit", fb.memory_line(cfg.memory_mb)  # the kernel's OOM killer
                 extra["limit"] = "memory"
         else:

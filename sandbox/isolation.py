@@ -19,6 +19,8 @@ import signal
 import stat
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +202,9 @@ def enter_call_namespaces(uid: int | None, s: dict, target: str = CALL_SCRATCH) 
             os.close(fd)
 
 
-def sweep_uid(uid: int) -> None:
-    """SIGKILL every process of `uid` (what a previous call left behind, setsid'd or not).
+def sweep_uid(uid: int, quiet: Callable[[], bool] = lambda: True, wait_s: float = 5.0) -> None:
+    """SIGKILL every process of `uid` (what a previous call left behind, setsid'd or not),
+    again until `quiet()` says none is left (slot_cgroups.py counts them until reaped).
 
     kill(-1) reaches exactly the processes our real uid may signal, so the real uid is
     switched to the sandbox uid for that one call; the saved uid 0 lets us come back.
@@ -210,15 +213,23 @@ def sweep_uid(uid: int) -> None:
     """
     if os.geteuid() != 0 or uid == 0:
         return
-    os.setresuid(uid, uid, 0)
-    try:
-        if os.getuid() == uid and os.geteuid() == uid:
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    finally:
-        os.setresuid(0, 0, 0)
+    deadline, pause = time.monotonic() + wait_s, 0.0005
+    while True:
+        os.setresuid(uid, uid, 0)
+        try:
+            if os.getuid() == uid and os.geteuid() == uid:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        finally:
+            os.setresuid(0, 0, 0)
+        if quiet():
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes of the slot's uid still there {wait_s:.0f} s after SIGKILL")
+        time.sleep(pause)  # they die, then the zygote (their subreaper) reaps them
+        pause = min(2 * pause, 0.05)
 
 
 def claim_uid_block(base: int, count: int, blocks: int = 64) -> tuple[int, int]:

@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from sandbox import call_root, child, hugepages, isolation, memory_cgroup, rng_state, seccomp
+from sandbox import call_root, child, hugepages, isolation, rng_state, seccomp, slot_cgroups
 from sandbox.child import child_main
 
 log = logging.getLogger("sandbox.zygote")
@@ -198,7 +198,7 @@ class Zygote:
         for slot in range(self.s["slots"]):
             uid = self.slot_uid(slot)
             if uid is not None:
-                isolation.sweep_uid(uid)
+                isolation.sweep_uid(uid)  # once: we reap them ourselves, below
         self.kill_orphans()
         for pid in list(self.children):
             try:
@@ -286,8 +286,9 @@ def main() -> None:
     )
     facts["uid_drop"] = settings["drop_uid"]
     facts["preload_failed"] = _warm(settings["preload_modules"])
-    child.CGROUP_FDS[:] = memory_cgroup.open_procs(settings["memory_cgroups"])  # while /sys is in sight
-    facts["memory_cgroup"] = bool(child.CGROUP_FDS)
+    groups = settings["slot_cgroups"]
+    child.SLOT_FILES = slot_cgroups.SlotFiles.open(groups["memory"], groups["pids"])  # while /sys is in sight
+    facts["memory_cgroup"], facts["pids_cgroup"] = bool(groups["memory"]), bool(groups["pids"])
     if allowlist and facts["mount_namespace"]:
         _enter_call_root(facts, settings)
     settings.update({k: facts[k] for k in ("call_namespaces", "ipc_namespace", "ipc_limits")})
