@@ -88,3 +88,17 @@ async def test_a_call_has_devices_for_programs_and_none_of_the_hosts(server):
     listing, check = r.feedback.splitlines()
     assert listing == str(sorted((*DEVICES, "fd", "stdin", "stdout", "stderr")))  # no GPU, tty or shm
     assert check == "8 True"
+
+
+async def test_without_the_allowlisted_root_paths_are_still_hidden_and_health_says_so(start_extra_server):
+    """The fallback (a mount namespace, no pivot_root): the host's tree with holes punched in it."""
+    from configs.sandbox import SandboxConfig
+
+    srv = start_extra_server(SandboxConfig(timeout_s=10, exec_workers=1, verify_workers=1, allowlisted_root=False))
+    facts = srv.health()["isolation"]
+    assert not facts["allowlisted_root"] and not facts["proc_hidepid"] and facts["private_tmp"], facts
+    repo = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    async with srv.client() as sb:
+        r = await sb.run(ToolCall(f"import os, numpy\nprint(os.path.exists({repo + '/README.md'!r}), "
+                                  "os.listdir('/tmp'), numpy.arange(3).sum())"))
+    assert r.feedback == "False ['work'] 3", r.feedback
