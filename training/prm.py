@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Iterable
 from typing import Literal
 
 import torch
@@ -44,6 +45,15 @@ log = logging.getLogger(__name__)
 STEP_SEPARATOR = "<extra_0>"
 PRM_SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line holding only spaces/tabs counts as blank
+
+
+def prm_response(model_text: str, special_tokens: Iterable[str]) -> str:
+    """The model's text as the PRM should read it: without the policy tokenizer's special tokens
+    (`<|im_end|>` ending each turn, `<|endoftext|>`), which the policy's turns keep when decoded;
+    inside the PRM's assistant turn they would read as turn markers (issue 25, point 1)."""
+    for token in sorted(set(special_tokens), key=len, reverse=True):
+        model_text = model_text.replace(token, "")
+    return model_text
 
 
 def split_steps(text: str) -> list[str]:
@@ -109,9 +119,11 @@ class ProcessRewardModel:
 
     def encode(self, problem: str, steps: list[str]) -> list[int]:
         """Token ids of the PRM input, untruncated: one separator after each step."""
-        # A separator typed in the text would add a scored position nobody asked for.
-        problem = problem.replace(STEP_SEPARATOR, "")
-        steps = [s.replace(STEP_SEPARATOR, "") for s in steps]
+        # A separator or another special token of the PRM's typed in the text would add a scored
+        # position, or a turn marker, nobody asked for.
+        specials = [*self.tokenizer.all_special_tokens, STEP_SEPARATOR]
+        problem = prm_response(problem, specials)
+        steps = [prm_response(s, specials) for s in steps]
         messages = [
             {"role": "system", "content": PRM_SYSTEM_PROMPT},
             {"role": "user", "content": problem},

@@ -49,6 +49,7 @@ from rollout.runtime import RolloutRuntime, build_runtime
 from rollout.trajectory import Trajectory
 from stagekit import artifacts, progress
 from stagekit.workdir import WorkDir
+from training.prm import prm_response
 from training.rl_metrics import RLCurves, plot_rl_curves, rollout_metrics, time_split
 from training.rl_policy import Policy
 from training.selection import rollouts_per_prompt, select_batch
@@ -99,8 +100,10 @@ async def rollout_step(rt: RolloutRuntime, problems: list[RLProblem], cfg: RLSta
     outcome = [t.reward for g in scored_groups for t in g]
     step_scores = None
     if prm is not None:
-        step_scores = [prm.step_scores([problems[i].problem] * len(g), [t.model_text for t in g],
-                                       rl.prm_batch_size) for i, g in enumerate(scored_groups)]
+        special_tokens = rt.fmt.tokenizer.all_special_tokens  # the policy's: its turns keep them (decode)
+        step_scores = [prm.step_scores([problems[i].problem] * len(g),
+                                       [prm_response(t.model_text, special_tokens) for t in g], rl.prm_batch_size)
+                       for i, g in enumerate(scored_groups)]
     selections = select_batch(scored_groups, rl, random.Random(f"{rl.seed}:select:{step}"), step_scores)
     t3 = time.perf_counter()
     kept, advantages = [], []

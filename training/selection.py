@@ -24,8 +24,9 @@ Decisions where SPEC is silent (each pinned by tests/training/test_selection.py)
   we could search; unverified); `blend` keeps every group (no filter, and its reward varies).
 - Short groups (failed rollouts removed by the caller): the split uses the group's real
   size; a group no larger than the kept size is kept whole (ref skips such a group).
-- RoC negatives are random in `topk` too (SPEC §6.3); the ref takes the lowest-penalty
-  negatives as well. Ties in `topk` and PROF rankings go to the lower index.
+- RoC negatives are random in `topk` too (SPEC §6.3); the ref takes them in rollout order
+  (the first ones), since it fixed its own sorting of them. Ties in `topk` and PROF rankings
+  go to the lower index.
 - The penalties p_err, p_format and p_total are rollout/metrics.py's (the RL curves report
   them too). `p_format` counts `<answer>` openings in the model's turns outside tool calls;
   an unclosed block counts, as in rollout/answer.py (the ref scores unbalanced tags 1.0).
