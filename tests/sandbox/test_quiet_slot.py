@@ -22,18 +22,19 @@ import pytest
 from configs.sandbox import SandboxConfig
 from sandbox.tool_call import ToolCall
 
-ONE_SLOT = SandboxConfig(timeout_s=10, cpu_time_s=5, exec_workers=1, verify_workers=1, max_processes=16)
+ONE_SLOT = SandboxConfig(timeout_s=10, cpu_time_s=5, exec_workers=1, verify_workers=1, max_processes=16,
+                         memory_mb=2048)
 
 FILL = {
     "processes": """
 import os, time
-for _ in range(12):  # each with 60 MB of its own, so that dying takes the kernel a while
+for _ in range(14):  # each with 120 MB of its own, so that dying takes the kernel a while
     if os.fork() == 0:
         os.setsid()
-        x = bytearray(60 << 20)
+        x = bytearray(120 << 20)
         time.sleep(100)
-time.sleep(1)
-print("left 12 processes")
+time.sleep(1.5)
+print("left 14 processes")
 """,
     "pending_signals": """
 import os, signal, time
