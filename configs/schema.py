@@ -116,6 +116,9 @@ class RoCConfig(Section):
     drop_uniform_groups: bool = True
     epsilon: float = Field(0.1, gt=0)  # p_total is often 0: the weight 1/(p_total+epsilon) needs it
     selection: Literal["sample", "topk"] = "sample"
+    # p_err and p_format as the paper defines them (SPEC §6.4), or as the authors' release computes
+    # them (rollout/metrics.py: `p_err_release`, `p_format_release`).
+    penalties: Literal["paper", "release"] = "paper"
 
 
 class PROFConfig(Section):

@@ -99,7 +99,8 @@ class AgentState:
         """Record each call's status and append the tool-response turn (mask 0)."""
         t = self.trajectory
         for result in results:
-            t.tool_calls.append(ToolCallRecord(t.num_turns - 1, result.status, result.elapsed_s, len(result.feedback)))
+            t.tool_calls.append(ToolCallRecord(t.num_turns - 1, result.status, result.elapsed_s, len(result.feedback),
+                                               "error" in result.feedback.lower()))
         self.pending_calls = []
         ids = self.fmt.feedback_ids([r.feedback for r in results])
         if len(t.response_ids) + len(ids) >= self.limits.max_response_tokens:

@@ -23,6 +23,7 @@ in JSON.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -151,6 +152,9 @@ def ratio_estimate(pairs: Sequence[tuple[int, int]]) -> Estimate:
 # ---- RoC penalties of one trajectory (SPEC §6.4) ----
 
 
+_CLOSED_ANSWER = re.compile(r"<answer>.*?</answer>", re.DOTALL)
+
+
 def p_err(call_statuses: Sequence[str]) -> float:
     """Share of the trajectory's tool calls whose status is not `ok`; 0.5 when it made none."""
     if not call_statuses:
@@ -174,6 +178,25 @@ def p_format(turns: Sequence[str]) -> float:
 def p_total(call_statuses: Sequence[str], turns: Sequence[str]) -> float:
     """RoC's penalty of a positive: `p_err + p_format` (lower is kept more often)."""
     return p_err(call_statuses) + p_format(turns)
+
+
+def p_err_release(says_error: Sequence[bool]) -> float:
+    """p_err as the authors' release computes it (microsoft/rStar `roc.py`): the share of tool
+    responses whose text contains "error" in any case, whatever the call's status; 0.5 without one."""
+    return sum(says_error) / len(says_error) if says_error else 0.5
+
+
+def p_format_release(turns: Sequence[str]) -> float:
+    """p_format as the release computes it: 1 unless `<answer>` and `</answer>` both occur and every
+    one of them is in a closed block; else min(1, (blocks - 1) / turns after the first). The
+    release counts `<|im_start|>assistant` openers in the response, and the first turn's is in
+    the prompt, so one turn gives 1: a correct answer with no tool call weighs 0.5 + 1.0."""
+    text = "".join(turns)
+    opened, closed = text.count("<answer>"), text.count("</answer>")
+    blocks = len(_CLOSED_ANSWER.findall(text))
+    if not opened or not closed or opened != blocks or closed != blocks or len(turns) < 2:
+        return 1.0
+    return min(1.0, (blocks - 1) / (len(turns) - 1))
 
 
 # ---- the summary of one set of problems ----

@@ -27,6 +27,8 @@ class ToolCallRecord:
     status: CallStatus  # ok | error | timeout | invalid_call | resource_limit (drives p_err, SPEC §6)
     elapsed_s: float  # time inside the service for this call, seconds (0 for calls answered locally)
     feedback_chars: int  # length of the feedback text the model got, characters
+    # Its feedback contains "error" in any case: what the release's p_err counts instead of the status.
+    says_error: bool = False
 
 
 @dataclass

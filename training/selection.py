@@ -24,9 +24,13 @@ Decisions where SPEC is silent (each pinned by tests/training/test_selection.py)
   we could search; unverified); `blend` keeps every group (no filter, and its reward varies).
 - Short groups (failed rollouts removed by the caller): the split uses the group's real
   size; a group no larger than the kept size is kept whole (ref skips such a group).
-- RoC negatives are random in `topk` too (SPEC §6.3); the ref takes them in rollout order
-  (the first ones), since it fixed its own sorting of them. Ties in `topk` and PROF rankings
-  go to the lower index.
+- RoC negatives are random in `topk` too (SPEC §6.3). The ref, in the version read here
+  (microsoft/rStar 73b21b5 `roc.py`, and verl's recipe copy), sorts them by penalty like the
+  positives and takes the lowest; issue 25 reports that its later fix of that sort takes them
+  in rollout order. Ties in `topk` and PROF rankings go to the lower index.
+- `roc.penalties: release` computes p_err and p_format as that `roc.py` does: "error" in a
+  tool response's text instead of its status, and turns counted without the first (whose
+  `<|im_start|>assistant` is in the prompt), so one turn gives p_format 1.
 - The penalties p_err, p_format and p_total are rollout/metrics.py's (the RL curves report
   them too). `p_format` counts `<answer>` openings in the model's turns outside tool calls;
   an unclosed block counts, as in rollout/answer.py (the ref scores unbalanced tags 1.0).
@@ -46,7 +50,7 @@ from fractions import Fraction
 from statistics import fmean
 
 from configs.schema import RLConfig
-from rollout.metrics import p_total
+from rollout.metrics import p_err_release, p_format_release, p_total
 from rollout.trajectory import Trajectory
 
 ADV_EPS = 1e-6  # SPEC §6.5 (verl's GRPO advantage)
@@ -152,13 +156,19 @@ def select_roc(group: list[Trajectory], cfg: RLConfig, rng: random.Random, score
     neg = [i for i, t in enumerate(group) if not _positive(t)]
     pos_k, neg_k = roc_split(len(pos), len(neg), cfg.kept_per_prompt)
     kept = rng.sample(neg, neg_k)
-    penalties = [p_total(group[i].call_statuses, group[i].turns) for i in pos]
+    penalties = [_penalty(group[i], cfg.roc.penalties) for i in pos]
     if cfg.roc.selection == "topk":
         order = sorted(range(len(pos)), key=lambda j: penalties[j])[:pos_k]
     else:
         order = weighted_order([1.0 / (p + cfg.roc.epsilon) for p in penalties], pos_k, rng)
     kept += [pos[j] for j in order]
     return _result(group, kept, rewards, ADV_EPS)
+
+
+def _penalty(t: Trajectory, definition: str) -> float:
+    if definition == "release":
+        return p_err_release([c.says_error for c in t.tool_calls]) + p_format_release(t.turns)
+    return p_total(t.call_statuses, t.turns)
 
 
 def r_pro(steps: Sequence[float], mu: float) -> float:
