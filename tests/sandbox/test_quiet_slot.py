@@ -3,9 +3,10 @@ point 3). For each counter the kernel keeps per uid, a call that measures it get
 figure in a slot that just ran a call filling it as in a rested slot.
 
 Counters and how each stays quiet:
-- processes (RLIMIT_NPROC), pending signals (RLIMIT_SIGPENDING), inotify instances, and what
-  lives and dies with fds (pipe pages, epoll watches): released when the processes holding
-  them are reaped; the slot's next child waits until no process of its uid is left;
+- processes (RLIMIT_NPROC), pending signals (RLIMIT_SIGPENDING), inotify instances, pipe pages
+  (fs.pipe-user-pages-soft), and what else lives and dies with fds (epoll and inotify watches,
+  whose per-uid limits - millions here - no call can reach): released when the processes
+  holding them are reaped; the slot's next child waits until no process of its uid is left;
 - POSIX message-queue bytes (RLIMIT_MSGQUEUE) and SHM_LOCKed segments (RLIMIT_MEMLOCK):
   released only when the call's IPC namespace is freed, which the kernel does later, in a
   work queue: refused by the seccomp filter instead;
@@ -64,6 +65,23 @@ for _ in range(3):
 time.sleep(1)
 print("left 3 processes holding inotify instances")
 """,
+    "pipe_pages": """
+import fcntl, os, time
+for _ in range(8):
+    if os.fork() == 0:
+        os.setsid()
+        pipes = []
+        try:
+            while True:  # 1 MiB pipes until the uid's pipe budget (fs.pipe-user-pages-soft) is spent
+                r, w = os.pipe()
+                pipes.append((r, w))
+                fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass
+        time.sleep(100)
+time.sleep(1)
+print("left 8 processes holding the uid's pipe pages")
+""",
 }
 MEASURE = {
     "processes": """
@@ -110,6 +128,11 @@ for _ in range(3):
 print(sum(int(x) for x in os.read(r, 100).decode().strip(",").split(",")))
 """,
 }
+MEASURE["pipe_pages"] = """
+import fcntl, os
+r, w = os.pipe()
+print(fcntl.fcntl(w, fcntl.F_GETPIPE_SZ))  # 65536, or one page once the uid is over its budget
+"""
 REFUSED = """
 import ctypes, json
 libc = ctypes.CDLL(None, use_errno=True)
