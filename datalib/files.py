@@ -153,10 +153,23 @@ class Region:
             with self.path.open("rb") as fh:
                 yield fh
 
-    def head(self, n: int) -> bytes:
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes `[start, end)` of the file that holds the region (offsets are that file's)."""
+        with self.open() as fh:
+            fh.seek(start)
+            return fh.read(end - start)
+
+    def first_byte(self) -> bytes:
+        """The first byte that is not ASCII whitespace, b"" when there is none (read a chunk at a time)."""
         with self.open() as fh:
             fh.seek(self.start)
-            return fh.read(min(n, self.end - self.start))
+            left = self.end - self.start
+            while left > 0:
+                chunk = fh.read(min(_CHUNK, left))
+                left -= len(chunk)
+                if first := chunk.lstrip()[:1]:
+                    return first
+        return b""
 
 
 def new_spool() -> BinaryIO:
@@ -164,11 +177,15 @@ def new_spool() -> BinaryIO:
     return tempfile.TemporaryFile(prefix="rstar-source-")
 
 
-def spool_copy(spool: BinaryIO, stream: BinaryIO, what: str, transform=None) -> Region:  # noqa: ANN001
-    """Copy `stream` to the end of `spool` chunk by chunk (`transform` applied to each chunk)."""
+def spool_copy(spool: BinaryIO, stream: BinaryIO, what: str, transform=None,  # noqa: ANN001
+               prefix: bytes = b"") -> Region:
+    """Copy `prefix`, then `stream`, to the end of `spool` chunk by chunk (`transform` applied to
+    each chunk)."""
     spool.seek(0, 2)
     start = spool.tell()
     try:
+        if prefix:
+            spool.write(transform(prefix) if transform else prefix)
         while chunk := stream.read(_CHUNK):
             spool.write(transform(chunk) if transform else chunk)
         if transform:
@@ -213,9 +230,8 @@ def open_content(f: DataFile, spool: Callable[[], BinaryIO]) -> FileContent:
         try:
             with _decompressing(f.path, compression) as stream:
                 head = stream.read(4)
-            target = new_spool() if head == b"PAR1" else spool()
-            with _decompressing(f.path, compression) as stream:
-                region = spool_copy(target, stream, str(f.path))
+                target = new_spool() if head == b"PAR1" else spool()
+                region = spool_copy(target, stream, str(f.path), prefix=head)
         except (OSError, EOFError, ValueError, lzma.LZMAError) as err:
             if isinstance(err, DataFileError):
                 raise
@@ -234,16 +250,7 @@ def open_content(f: DataFile, spool: Callable[[], BinaryIO]) -> FileContent:
 
 def _format(region: Region) -> str:
     """parquet, empty (nothing but whitespace), json (starts with `[`) or jsonl, from the bytes."""
-    with region.open() as fh:
-        fh.seek(region.start)
-        first = fh.read(min(4, region.end - region.start))
-        if first == b"PAR1":
-            return "parquet"
-        fh.seek(region.start)
-        left = region.end - region.start
-        while left > 0:
-            chunk = fh.read(min(_CHUNK, left))
-            left -= len(chunk)
-            if start := chunk.lstrip()[:1]:
-                return "json" if start == b"[" else "jsonl"
-    return "empty"
+    if region.read(region.start, min(region.start + 4, region.end)) == b"PAR1":
+        return "parquet"
+    first = region.first_byte()
+    return "empty" if not first else "json" if first == b"[" else "jsonl"

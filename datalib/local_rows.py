@@ -38,7 +38,6 @@ from datalib.files import _CHUNK, Region, new_spool, spool_copy
 _BOM_UTF8, _BOMS_UTF16 = b"\xef\xbb\xbf", (b"\xff\xfe", b"\xfe\xff")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # from a lone \udXXX escape (bytes are decoded strictly)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # only such escapes can decode to a lone surrogate
-_PARQUET_BATCH_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -289,29 +288,20 @@ def array_spans(region: Region) -> tuple[array, array] | None:
             base += len(buf) - len(carry)
     if not closed:
         return None
-    if len(starts) == 1 and not region_bytes(region, starts[0], ends[0]).strip():
+    if len(starts) == 1 and not region.read(starts[0], ends[0]).strip():
         return array("q"), array("q")  # `[]`
     return starts, ends
-
-
-def region_bytes(region: Region, start: int, end: int) -> bytes:
-    with region.open() as fh:
-        fh.seek(start)
-        return fh.read(end - start)
 
 
 def open_json_rows(name: str, region: Region, first_position: int, spool: Callable[[], BinaryIO]) -> JsonLinesRows:
     """A JSON-lines file, or a file holding one JSON array (else read as JSON lines). A UTF-8 byte-order
     mark is skipped; a UTF-16 file is re-encoded as UTF-8 into the spool first."""
-    head = region.head(4)
+    head = region.read(region.start, min(region.start + 4, region.end))
     if head.startswith(_BOMS_UTF16):
         region = spool_copy(spool(), _Reader(region), name, _Utf16ToUtf8())
     elif head.startswith(_BOM_UTF8):
         region = Region(region.path, region.spool, region.start + len(_BOM_UTF8), region.end)
-    with region.open() as fh:
-        fh.seek(region.start)
-        first = fh.read(min(_CHUNK, region.end - region.start)).lstrip(b" \t\r\n")[:1]
-    if first == b"[" and (spans := array_spans(region)) is not None:
+    if region.first_byte() == b"[" and (spans := array_spans(region)) is not None:
         return JsonArrayRows(name, region, first_position, spans)
     return JsonLinesRows(name, region, first_position)
 
@@ -323,7 +313,7 @@ class _Reader:
         self.region, self.pos = region, region.start
 
     def read(self, n: int) -> bytes:
-        data = region_bytes(self.region, self.pos, min(self.pos + n, self.region.end))
+        data = self.region.read(self.pos, min(self.pos + n, self.region.end))
         self.pos += len(data)
         return data
 
