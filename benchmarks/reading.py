@@ -23,6 +23,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from benchmarks.revision import tree_at
 from stagekit.paths import REPO_ROOT
 
 KINDS = ("jsonl", "json", "jsonl.gz", "parquet")
@@ -64,13 +65,6 @@ def read_in_fresh_process(path: Path, order: str, tree: Path = REPO_ROOT) -> tup
                          check=True, env={"PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
     seen, cpu, mib = out.stdout.split()
     return int(seen), float(cpu), float(mib)
-
-
-def tree_at(rev: str, into: Path) -> Path:
-    """The repository as it was at `rev`, extracted (read-only `git archive`)."""
-    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def main() -> None:

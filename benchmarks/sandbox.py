@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from benchmarks.revision import tree_at
 from configs.sandbox import SandboxConfig
 from sandbox.client import build_sandbox
 from sandbox.types import ToolCall
@@ -211,10 +212,8 @@ def bench_pool(n: int, workers: int, concurrency: int) -> dict:
 def server_at(rev: str, config_json: str) -> Iterator[str]:
     """A sandbox server running the code of git revision `rev` (`config_json`: the overrides
     given, not a full dump, which may name fields that revision does not have); yields its URL."""
-    repo = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(repo), "archive", rev], capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        tree_at(rev, Path(tmp))
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]

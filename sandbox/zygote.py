@@ -201,10 +201,7 @@ class Zygote:
                 isolation.sweep_uid(uid)  # once: we reap them ourselves, below
         self.kill_orphans()
         for pid in list(self.children):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            kill_group(pid)
         # Reap them here rather than leave zombies to whatever init the machine has.
         deadline = time.monotonic() + 5
         while self.children and time.monotonic() < deadline:
