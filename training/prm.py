@@ -97,6 +97,9 @@ class ProcessRewardModel:
         self.overflow = overflow
         self.separator_id = _separator_id(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        # A separator or another special token of the PRM's typed in the text would add a scored
+        # position, or a turn marker, nobody asked for: removed from every input.
+        self._specials = [*tokenizer.all_special_tokens, STEP_SEPARATOR]
 
     @classmethod
     def from_pretrained(
@@ -119,11 +122,8 @@ class ProcessRewardModel:
 
     def encode(self, problem: str, steps: list[str]) -> list[int]:
         """Token ids of the PRM input, untruncated: one separator after each step."""
-        # A separator or another special token of the PRM's typed in the text would add a scored
-        # position, or a turn marker, nobody asked for.
-        specials = [*self.tokenizer.all_special_tokens, STEP_SEPARATOR]
-        problem = prm_response(problem, specials)
-        steps = [prm_response(s, specials) for s in steps]
+        problem = prm_response(problem, self._specials)
+        steps = [prm_response(s, self._specials) for s in steps]
         messages = [
             {"role": "system", "content": PRM_SYSTEM_PROMPT},
             {"role": "user", "content": problem},
