@@ -95,7 +95,8 @@ class SourceRows:
             return
         if content.note:
             log.warning("source %s: %s %s", self.location, f.path, content.note)
-        name, first = str(f.path), len(self)
+        last = self._files[-1] if self._files else None
+        name, first = str(f.path), last.first_position + len(last) if last else 0
         if content.format == "parquet":
             rows = open_parquet_rows(name, content.region, columns, first, self._parquet)
             probe = FileFields(name, set(rows.columns), len(rows)) if isinstance(rows, ParquetRows) \
@@ -127,7 +128,7 @@ class SourceRows:
     def __len__(self) -> int:
         if self._dataset is not None:
             return len(self._dataset)
-        return sum(len(f) for f in self._files)
+        return int(self._ends[-1]) if len(self._ends) else 0
 
     @property
     def fields(self) -> set[str]:
