@@ -60,8 +60,14 @@ class RolloutConfig(BaseModel):
     engine_retry_backoff_s: float = operational(0.5, ge=0)  # wait before the 2nd try; doubles each time
     engine_cooldown_s: float = operational(10.0, ge=0)  # a failed engine gets no new trajectories for this long
 
-    # --- agent loop ---
-    max_tool_calls_per_turn: int = Field(8, ge=1)  # calls past this in one turn get an invalid_call answer
+    # --- agent loop and tool protocol ---
+    max_tool_calls_per_turn: int = Field(8, ge=1)
+    # Calls past that limit: answered as invalid calls, or left out unanswered (`skip`: the
+    # authors' release runs the first `max_parallel_calls`, 1 there, and drops the rest).
+    extra_tool_calls: Literal["invalid", "skip"] = "invalid"
+    # Prompt wording (rollout/prompt.py): ours, or the release's system prompt, instruction
+    # ahead of the problem and `<reason>` written after every assistant header.
+    prompt: Literal["project", "release"] = "project"
 
     def sampling(self, temperature: float, max_response_tokens: int, max_turns: int, seed: int) -> SamplingSettings:
         """A stage's sampling settings, with this section's `top_p`."""

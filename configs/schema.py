@@ -131,6 +131,10 @@ class PROFConfig(Section):
     rollouts: int = 8  # n
     kept: int = 4  # m
     negatives: Literal["lowest", "random"] = "lowest"  # PROF-Both / PROF-Correct
+    # A group whose outcomes are all equal: kept and filtered like any other (n - m removed by
+    # consistency, the rest trained with advantage 0, counted in the token mean), as the PROF
+    # code does and its paper's formula allows (k_plus = n - m when all are correct); or dropped.
+    drop_uniform_groups: bool = False
 
 
 class RLStageConfig(Section):
@@ -143,6 +147,9 @@ class RLStageConfig(Section):
 class Stage3FilterConfig(Section):
     rollouts_per_problem: int = 8
     drop_when_solved: int = 8  # problems solved this many times are removed
+
+
+ROC_MIN_KEPT = 4  # RoC keeps >= 2 of each class of a mixed group (SPEC §6.2)
 
 
 class RLConfig(Section):
@@ -166,6 +173,9 @@ class RLConfig(Section):
     seed: int = 0  # problem order, rollout sampling and selection draws, all per step
     checkpoint_every_steps: int = operational(10, ge=1)  # where a killed stage resumes from
     prm_batch_size: int = operational(8, ge=1)  # PROF/Blend: responses per PRM forward pass
+    # A trajectory cut by the token budget (finish "length") is a failure, reward 0 (SPEC §6),
+    # or is scored like any other, as the authors' release does (an earlier \boxed{} can score 1).
+    truncated_reward: Literal["zero", "score"] = "zero"
     roc: RoCConfig = RoCConfig()
     prof: PROFConfig = PROFConfig()
     stage1: RLStageConfig = RLStageConfig(max_response_tokens=8192, max_turns=10, steps=300)
@@ -179,6 +189,11 @@ class RLConfig(Section):
             raise ValueError(
                 f"rl.kept_per_prompt ({self.kept_per_prompt}) must be in 1..rl.rollouts_per_prompt "
                 f"({self.rollouts_per_prompt})"
+            )
+        if self.algorithm == "grpo_roc" and self.kept_per_prompt < ROC_MIN_KEPT:
+            raise ValueError(
+                f"rl.kept_per_prompt ({self.kept_per_prompt}) must be at least {ROC_MIN_KEPT} under grpo_roc: "
+                "RoC keeps at least 2 positives and 2 negatives of a mixed group (the release asserts as much)"
             )
         return self
 

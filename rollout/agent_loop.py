@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from rollout.answer import final_answer
 from rollout.engines.base import Engine, GenerationResult, SamplingParams
@@ -53,6 +53,7 @@ class TurnLimits:
     temperature: float = 1.0
     top_p: float = 1.0
     max_tool_calls_per_turn: int = 8
+    extra_tool_calls: Literal["invalid", "skip"] = "invalid"  # calls past the limit (rollout.extra_tool_calls)
 
 
 class AgentState:
@@ -88,7 +89,7 @@ class AgentState:
         closed = bool(result.output_ids) and result.output_ids[-1] == self.fmt.end_of_turn_id
         if not closed:
             return self._finish("length" if result.finish_reason == "length" else "eos")
-        calls = extract_tool_calls(text, self.limits.max_tool_calls_per_turn)
+        calls = extract_tool_calls(text, self.limits.max_tool_calls_per_turn, self.limits.extra_tool_calls)
         if not calls:
             return self._finish("stop")
         if t.num_turns >= self.limits.max_turns:

@@ -11,6 +11,7 @@ both tokenizers). Only the model's own tokens get loss mask 1.
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from transformers import PreTrainedTokenizerBase
 
@@ -45,6 +46,23 @@ TOOL_SCHEMA: dict = {
     },
 }
 
+# The authors' release (microsoft/rStar, `rstar2_agent_trainer.yaml`'s chat template, read at
+# 73b21b5) words the protocol differently: its system prompt, an instruction ahead of the
+# problem, and `<reason>` written after every assistant header, so each turn starts inside a
+# reasoning block. `rollout.prompt: release` reproduces them (strings quoted as they are there).
+RELEASE_SYSTEM_PROMPT = (
+    "A conversation between User and Assistant. The User asks a question, and the Assistant solves it. "
+    "The Assistant first thinks about the reasoning process in the mind and then provides the User with the "
+    "answer. The reasoning process is enclosed within <reason> </reason> and answer is enclosed within "
+    "<answer> </answer> tags, respectively, i.e., <reason> reasoning process here </reason> "
+    "<answer> answer here </answer>."
+)
+RELEASE_PROBLEM_PREFIX = (
+    "You must put your answer inside <answer> </answer> tags, i.e., <answer> answer here </answer>. "
+    "And your final answer will be extracted automatically by the \\boxed{} tag.\nThis is the problem:\n"
+)
+RELEASE_TURN_PREFILL = "<reason>"
+
 _SENTINEL = "\x00ASSISTANT-TURN\x00"  # marks where the model's turn ends when rendering feedback
 
 
@@ -54,15 +72,19 @@ def tool_call_text(code: str, stdin: str = "") -> str:
     return f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {json.dumps(args, ensure_ascii=False)}}}\n</tool_call>'
 
 
-def extract_tool_calls(turn_text: str, max_calls: int = 8) -> list[ToolCall | InvalidCall]:
+def extract_tool_calls(turn_text: str, max_calls: int = 8,
+                       extra: Literal["invalid", "skip"] = "invalid") -> list[ToolCall | InvalidCall]:
     """Every `<tool_call>` of one assistant turn, in order; never raises.
 
     A call left open at the end of the turn is still a call (its body runs to the end),
-    so the model gets an answer to it. Calls past `max_calls` are answered as invalid.
+    so the model gets an answer to it. Calls past `max_calls` are answered as invalid
+    (`extra="invalid"`), or left out, unanswered, as the release's `max_parallel_calls` does.
     """
     calls: list[ToolCall | InvalidCall] = []
     for i, match in enumerate(TOOL_CALL.finditer(turn_text)):
         body = match.group(1)
+        if i >= max_calls and extra == "skip":
+            break
         if i >= max_calls:
             reason = f"Invalid tool call: more than {max_calls} calls in one turn; this one was not run."
             calls.append(InvalidCall(reason=reason, raw=body))
@@ -89,14 +111,22 @@ def _end_of_turn(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 class ChatFormat:
-    """Renders prompts and feedback turns with one tokenizer's chat template."""
+    """Renders prompts and feedback turns with one tokenizer's chat template.
+
+    `problem_prefix` goes ahead of the problem in the user turn; `turn_prefill` after every
+    assistant header (in the prompt and in each feedback turn, so mask 0: the model's turn
+    continues it).
+    """
 
     def __init__(
-        self, tokenizer: PreTrainedTokenizerBase, system_prompt: str = SYSTEM_PROMPT, tools: list[dict] | None = None
+        self, tokenizer: PreTrainedTokenizerBase, system_prompt: str = SYSTEM_PROMPT, tools: list[dict] | None = None,
+        problem_prefix: str = "", turn_prefill: str = "",
     ) -> None:
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.tools = [TOOL_SCHEMA] if tools is None else tools
+        self.problem_prefix = problem_prefix
+        self.turn_prefill = turn_prefill
         self.end_of_turn = _end_of_turn(tokenizer)
         self.end_of_turn_id: int = tokenizer.convert_tokens_to_ids(self.end_of_turn)
         # Generation stops on the end of turn and on the tokenizer's own eos (Qwen3-Base:
@@ -105,12 +135,13 @@ class ChatFormat:
         self.stop_token_ids: tuple[int, ...] = tuple(sorted(stops))
 
     def messages(self, problem: str) -> list[dict]:
-        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": problem}]
+        return [{"role": "system", "content": self.system_prompt},
+                {"role": "user", "content": self.problem_prefix + problem}]
 
     def prompt_text(self, problem: str) -> str:
         return self.tokenizer.apply_chat_template(
             self.messages(problem), tools=self.tools, add_generation_prompt=True, tokenize=False
-        )
+        ) + self.turn_prefill
 
     def prompt_ids(self, problem: str) -> list[int]:
         return self.encode(self.prompt_text(problem))
@@ -127,7 +158,7 @@ class ChatFormat:
         after = text[text.index(_SENTINEL) + len(_SENTINEL) :]
         if not after.startswith(self.end_of_turn):
             raise ValueError(f"chat template does not close an assistant turn with {self.end_of_turn!r}")
-        return after[len(self.end_of_turn) :]
+        return after[len(self.end_of_turn) :] + self.turn_prefill
 
     def feedback_ids(self, feedbacks: list[str]) -> list[int]:
         return self.encode(self.feedback_text(feedbacks))
@@ -138,3 +169,11 @@ class ChatFormat:
     def decode(self, ids: list[int]) -> str:
         """Text of ids with the special tokens kept (tags and turn markers are part of the protocol)."""
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def chat_format(tokenizer: PreTrainedTokenizerBase, protocol: Literal["project", "release"] = "project") -> ChatFormat:
+    """The prompt wording of `rollout.prompt`: ours, or the authors' release's."""
+    if protocol == "release":
+        return ChatFormat(tokenizer, RELEASE_SYSTEM_PROMPT, problem_prefix=RELEASE_PROBLEM_PREFIX,
+                          turn_prefill=RELEASE_TURN_PREFILL)
+    return ChatFormat(tokenizer)

@@ -33,7 +33,7 @@ from configs.sandbox import SandboxConfig
 from rollout.agent_loop import AgentState, ToolRunner, TurnLimits
 from rollout.engines.base import Engine, build_engines
 from rollout.groups import Problem, ScoredGroup, ScoredGroups
-from rollout.prompt import ChatFormat
+from rollout.prompt import ChatFormat, chat_format
 from rollout.reward import Verifier, score
 from rollout.scheduler import get_scheduler
 from rollout.trajectory import Trajectory
@@ -97,6 +97,7 @@ class RolloutRuntime:
             temperature=settings.temperature,
             top_p=settings.top_p,
             max_tool_calls_per_turn=self.cfg.max_tool_calls_per_turn,
+            extra_tool_calls=self.cfg.extra_tool_calls,
         )
         prompts: dict[int, list[int]] = {}
         flat: list[Trajectory] = []
@@ -148,7 +149,7 @@ async def build_runtime(
     from sandbox.client import build_sandbox  # the sandbox package owns its client and server
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-    fmt = ChatFormat(tokenizer)
+    fmt = chat_format(tokenizer, rollout_cfg.prompt)
     engines = build_engines(rollout_cfg, model_path, tokenizer)
     try:
         for engine in engines:  # SGLang servers outlive a stage: make them serve this stage's model

@@ -81,6 +81,18 @@ async def push_weights(rt: RolloutRuntime, policy: Policy, scratch: Path, tokeni
         await rt.update_weights(str(scratch))
 
 
+def zero_truncated(groups: list[list[Trajectory]], rule: str) -> int:
+    """Under `rl.truncated_reward: zero`, a trajectory cut by the token budget scores 0 (SPEC §6);
+    returns how many had scored 1 (an answer boxed before the cut)."""
+    if rule == "score":
+        return 0
+    cut = [t for g in groups for t in g if t.finish_reason == "length"]
+    zeroed = sum(t.reward > 0 for t in cut)
+    for t in cut:
+        t.reward = 0.0
+    return zeroed
+
+
 @dataclass
 class StepRollout:
     kept: list[Trajectory]  # the trajectories the update trains on
@@ -97,7 +109,8 @@ async def rollout_step(rt: RolloutRuntime, problems: list[RLProblem], cfg: RLSta
                                        rollouts_per_prompt(rl), settings)
     t2 = time.perf_counter()
     scored_groups = [g.scored for g in groups]
-    outcome = [t.reward for g in scored_groups for t in g]
+    outcome = [t.reward for g in scored_groups for t in g]  # the curves' accuracy: answers as scored
+    zeroed = zero_truncated(scored_groups, rl.truncated_reward)  # the training reward
     step_scores = None
     if prm is not None:
         special_tokens = rt.fmt.tokenizer.all_special_tokens  # the policy's: its turns keep them (decode)
@@ -112,7 +125,8 @@ async def rollout_step(rt: RolloutRuntime, problems: list[RLProblem], cfg: RLSta
         advantages += sel.advantages
     scored = [t for g in scored_groups for t in g]
     metrics = rollout_metrics(scored, groups.failed, selections, outcome)
-    metrics |= time_split(scored, groups.rollout_s) | {"verification_s": groups.verification_s, "selection_s": t3 - t2}
+    metrics |= time_split(scored, groups.rollout_s) | {"verification_s": groups.verification_s, "selection_s": t3 - t2,
+                                                       "truncated_correct_zeroed": zeroed}
     return StepRollout(kept, advantages, metrics, scored)
 
 

@@ -19,15 +19,20 @@ Decisions where SPEC is silent (each pinned by tests/training/test_selection.py)
   give it its raw reward): with no baseline it carries no relative signal.
 - Uniform groups: `grpo_roc` drops them when `roc.drop_uniform_groups` (default, as ref
   `reject_equal_reward`); `grpo` keeps them, as TRL does (their advantages are 0); `prof`
-  always drops them: its filter balances two classes and the reward stays the outcome, so
-  such a group has zero advantage anyway (PROF's own code was not in the reference corpus
-  we could search; unverified); `blend` keeps every group (no filter, and its reward varies).
+  keeps them unless `prof.drop_uniform_groups`, as the PROF code does (amazon-science/PROF-GRPO,
+  as issue 25 reads it; that code is not in the corpus searched here). SPEC's formula applies
+  to them unchanged: all correct, the n - m least consistent positives go; all wrong, n - m
+  negatives. The m kept train with advantage 0, and their tokens count in the token mean.
+  `blend` keeps every group (no filter, and its reward varies).
+- Group size: `grpo_roc` needs G >= 4 (configs/schema.py refuses less): a mixed group keeps at
+  least 2 of each class, as the ref asserts (`min_zero + min_non_zero <= down_sample_to_n`).
+  Odd G works: the split rounds half to even, then the 2-of-each floor moves the remainder.
 - Short groups (failed rollouts removed by the caller): the split uses the group's real
   size; a group no larger than the kept size is kept whole (ref skips such a group).
-- RoC negatives are random in `topk` too (SPEC §6.3). The ref, in the version read here
-  (microsoft/rStar 73b21b5 `roc.py`, and verl's recipe copy), sorts them by penalty like the
-  positives and takes the lowest; issue 25 reports that its later fix of that sort takes them
-  in rollout order. Ties in `topk` and PROF rankings go to the lower index.
+- RoC negatives are random in `topk` too (SPEC §6.3). The ref's `roc.py` at 73b21b5 (and
+  verl's recipe copy) sorts them by penalty and takes the lowest, as it does the positives;
+  its later fix of that sort takes them in rollout order (issue 25). We keep SPEC's uniform
+  draw. Ties in `topk` and PROF rankings go to the lower index.
 - `roc.penalties: release` computes p_err and p_format as that `roc.py` does: "error" in a
   tool response's text instead of its status, and turns counted without the first (whose
   `<|im_start|>assistant` is in the prompt), so one turn gives p_format 1.
@@ -186,7 +191,7 @@ def consistency(traj: Trajectory, steps: Sequence[float], mu: float) -> float:
 def select_prof(group: list[Trajectory], cfg: RLConfig, rng: random.Random, scores: StepScores | None,
                 mu: float) -> GroupSelection:
     rewards = [t.reward for t in group]
-    if _uniform(group):
+    if cfg.prof.drop_uniform_groups and _uniform(group):
         return _dropped("uniform")
     if len(group) <= cfg.prof.kept:
         return _result(group, list(range(len(group))), rewards, ADV_EPS)

@@ -61,8 +61,9 @@ DRIVER = textwrap.dedent('''
         write_problems(base / "dec" / "problems.parquet", problems)
     (base / "out").mkdir(exist_ok=True)
     cfg = RLStageConfig(steps=steps, max_response_tokens=40, max_turns=2)
+    # 40 tokens cut every trajectory; scored as they stand, some earn 1, so groups are mixed and every step updates.
     r = RLConfig(lr=1e-3, warmup_steps=1, prompts_per_step=2, rollouts_per_prompt=6, kept_per_prompt=4,
-                 micro_batch_per_device=4, checkpoint_every_steps=1)
+                 micro_batch_per_device=4, checkpoint_every_steps=1, truncated_reward="score")
     metrics = rl.run(cfg, r, RolloutConfig(), SandboxConfig(), "rl_stage1",
                      {{"policy": base / "sft", "problems": base / "dec"}}, base / "out",
                      work=WorkDir(base / "work", "rl_stage1", "k"))

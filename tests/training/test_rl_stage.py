@@ -115,7 +115,7 @@ def test_filter_reports_and_writes_what_stage_three_reads(chain):
 
 def test_uniform_groups_are_dropped_and_the_step_skipped(inputs):
     up = {"policy": inputs / "sft", "problems": inputs / "decontaminate"}
-    out, metrics = _stage(inputs, "rl_stage1", 1, _rl(algorithm="grpo_roc"), up, "roc")
+    out, metrics = _stage(inputs, "rl_stage1", 1, _rl(algorithm="grpo_roc", kept_per_prompt=4), up, "roc")
     assert metrics["skipped_steps"] == 1
     row = _curves(out)[0]
     assert row["skipped"] == "1" and row["groups_dropped"] == "2" and row["kept"] == "0"
@@ -124,13 +124,15 @@ def test_uniform_groups_are_dropped_and_the_step_skipped(inputs):
 
 @pytest.mark.parametrize("algorithm", ["prof", "blend"])
 def test_prm_algorithms_build_the_tiny_prm_and_score_every_group(inputs, algorithm):
-    """`prof.prm: tiny` builds a tiny PRM offline; Blend keeps every group (reward r + 0.8 r_pro)."""
+    """`prof.prm: tiny` builds a tiny PRM offline; PROF keeps uniform groups (advantage 0) as its code
+    does; Blend keeps every group (reward r + 0.8 r_pro)."""
     up = {"policy": inputs / "sft", "problems": inputs / "decontaminate"}
     cfg = _rl(algorithm=algorithm, prof={"prm": "tiny", "rollouts": 4, "kept": 2})
     out, metrics = _stage(inputs, "rl_stage1", 1, cfg, up, algorithm)
     assert (inputs / "work" / "rl_stage1" / algorithm / "tiny_prm" / "config.json").exists()
     row = _curves(out)[0]
-    if algorithm == "prof":  # uniform outcomes: PROF drops the group
-        assert metrics["skipped_steps"] == 1 and row["groups_dropped"] == "2"
+    if algorithm == "prof":  # uniform outcomes: m = 2 kept of each group, all with advantage 0
+        assert metrics["skipped_steps"] == 0 and row["groups_dropped"] == "0" and row["kept"] == "4"
+        assert float(row["grad_norm"]) == 0.0
     else:  # Blend's reward varies with the PRM: groups kept, an update made
         assert metrics["skipped_steps"] == 0 and row["kept"] == "4" and float(row["grad_norm"]) > 0

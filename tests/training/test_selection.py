@@ -247,10 +247,7 @@ def test_prof_keeps_m_with_the_computed_split():
     groups = [group_of(p, 8 - p) for p in range(9)]
     scores = [[[0.5, 0.5]] * 8 for _ in groups]
     sels = select_batch(groups, prof_cfg(), random.Random(0), scores)
-    for p, sel in enumerate(sels):
-        if p in (0, 8):
-            assert sel.dropped == "uniform"
-            continue
+    for p, sel in enumerate(sels):  # uniform groups (p = 0, 8) too: PROF keeps and filters them
         k_plus, k_minus = PROF_8_TO_4[p]
         assert (sel.positives_kept, sel.negatives_kept) == (p - k_plus, 8 - p - k_minus)
 
