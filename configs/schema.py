@@ -6,6 +6,7 @@ shipped YAMLs only set what differs from these defaults.
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -42,11 +43,20 @@ class HardwareConfig(Section):
     # Processes a long stage starts per node (orchestrator/launcher.py); more than one in all
     # means `accelerate launch`. None: one per GPU, or one on CPU.
     processes_per_node: int | None = operational(None, ge=1)
+    # The flow runs stages side by side where the graph allows (orchestrator/graph.py), sharing
+    # `cpu_threads` CPU threads (None: the cores this process may use). A stage takes
+    # `stage_threads[name]` of them (1 when not listed; more than the budget: all of it) and a
+    # long stage's processes run with that many (OMP_NUM_THREADS, split over its processes).
+    cpu_threads: int | None = operational(None, ge=1)
+    stage_threads: dict[str, int] = operational({})
 
     @property
     def processes(self) -> int:
         """Processes per node a long stage runs with."""
         return self.processes_per_node or max(self.gpus_per_node, 1)
+
+    def thread_budget(self) -> int:
+        return self.cpu_threads or len(os.sched_getaffinity(0))
 
 
 class TinyModelConfig(Section):

@@ -19,10 +19,11 @@ Problem texts keep every run of 8 words within reach of at least one drawn numbe
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import io
 import linecache
 import random
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,19 +90,25 @@ FAMILIES: dict[str, Callable[[random.Random], tuple[str, str]]] = {
 }
 
 
+_PROGRAM_LOCK = threading.Lock()  # linecache holds one USER_FILE: stages side by side take turns
+
+
 def run_program(code: str) -> tuple[bool, str]:
-    """(ran without error, feedback text) for one of our own programs, as the sandbox shows it."""
+    """(ran without error, feedback text) for one of our own programs, as the sandbox shows it.
+
+    Their `print` writes to a buffer of their own, not to the process's stdout, which a stage
+    running beside this one in the same process may be writing to."""
     out = io.StringIO()
-    # The sandbox registers the source the same way, so tracebacks quote the failing line.
-    linecache.cache[USER_FILE] = (len(code), None, code.splitlines(True), USER_FILE)
-    try:
-        compiled = compile(code, USER_FILE, "exec")
-        with contextlib.redirect_stdout(out):
-            exec(compiled, {"__name__": "__main__", "__file__": USER_FILE})
-    except Exception as exc:  # noqa: BLE001 - the failure is the demonstration's content
-        te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
-        te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename == USER_FILE])
-        return False, (out.getvalue() + "".join(te.format())).rstrip("\n")
+    with _PROGRAM_LOCK:
+        # The sandbox registers the source the same way, so tracebacks quote the failing line.
+        linecache.cache[USER_FILE] = (len(code), None, code.splitlines(True), USER_FILE)
+        try:
+            compiled = compile(code, USER_FILE, "exec")
+            exec(compiled, {"__name__": "__main__", "__file__": USER_FILE, "print": functools.partial(print, file=out)})
+        except Exception as exc:  # noqa: BLE001 - the failure is the demonstration's content
+            te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
+            te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename == USER_FILE])
+            return False, (out.getvalue() + "".join(te.format())).rstrip("\n")
     return True, out.getvalue().rstrip("\n")
 
 

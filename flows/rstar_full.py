@@ -1,6 +1,9 @@
-"""Flow `rstar-full`: every stage of SPEC §1, in order, as cached Prefect tasks.
+"""Flow `rstar-full`: every stage of SPEC §1 as cached Prefect tasks, run as a graph: a stage
+starts as soon as its upstream stages are done and the config's thread budget has room
+(`hardware.cpu_threads`, `hardware.stage_threads`; orchestrator/graph.py), so the data stages
+run side by side and each evaluation beside the next RL stage.
 
-    prefect deployment run rstar-full/tiny --watch                 # tiny config
+    python -m flows.watch --start rstar-full/tiny                  # tiny config, watched
     prefect deployment run rstar-full/rstar-full                   # the paper's config
     prefect deployment run rstar-full/tiny -p only=cold_start      # one stage, recorded upstreams
     prefect deployment run rstar-full/tiny -p force='["assets"]'   # recompute one stage
@@ -15,6 +18,7 @@ from prefect.states import Cancelled
 from configs.load import load_config
 from configs.schema import PipelineConfig
 from flows.rstar_stage import dispatch
+from orchestrator.graph import import_stage_modules, run_graph
 from orchestrator.hardware import check_hardware
 from orchestrator.launcher import StageCancelledError
 from orchestrator.runner import resolve_upstream
@@ -57,32 +61,44 @@ def run_pipeline(
     log = get_run_logger()
     registry = {s.name: s for s in stages}
     forced = set(force or [])
-    for name in [*forced, *(x for x in (only, until) if x), *cfg.run.work_pools]:
+    for name in [*forced, *(x for x in (only, until) if x), *cfg.run.work_pools, *cfg.hardware.stage_threads]:
         if name not in registry:
             raise ValueError(f"unknown stage {name!r}; stages are: {', '.join(registry)}")
     _check_local_hardware(cfg, [registry[only]] if only else list(stages))
     store = ArtifactStore(cfg.run.artifacts_root)
 
-    def run(spec: StageSpec, ups: dict[str, ArtifactRef]) -> ArtifactRef:
+    def run(spec: StageSpec, ups: dict[str, ArtifactRef], threads: int) -> ArtifactRef:
         pool = cfg.run.work_pools.get(spec.name)
         if pool is None:
-            return run_cached(spec, cfg, ups, spec.name in forced)
+            return run_cached(spec, cfg, ups, spec.name in forced, threads)
         return dispatch(spec, cfg, ups, spec.name in forced, pool, stages_path)
 
+    budget = cfg.hardware.thread_budget()
     if only:
         spec = registry[only]
-        return {only: run(spec, resolve_upstream(spec, cfg, store, registry)).model_dump()}
-    refs: dict[str, ArtifactRef] = {}
-    for spec in stages:
-        refs[spec.name] = run(spec, {n: refs[n] for n in spec.upstream})
-        if spec.name == until:
-            break
+        return {only: run(spec, resolve_upstream(spec, cfg, store, registry), stage_threads(cfg, spec, budget))
+                .model_dump()}
+    names = [s.name for s in stages]
+    chosen = stages[: names.index(until) + 1] if until else stages  # `until`: the stages up to it, in table order
+    import_stage_modules([s for s in chosen if not s.long_running and s.name not in cfg.run.work_pools])
+    refs = run_graph(chosen, run, budget, lambda spec: stage_threads(cfg, spec, budget),
+                     on_start=lambda spec, n: log.info("stage %s: starting with %d of %d threads", spec.name, n,
+                                                       budget))
+    refs = {s.name: refs[s.name] for s in chosen}  # table order, as the summary lists them
     pending = [s for s in stages if s.name not in refs]
     _summary(refs, pending, store)
     if pending:
         log.info("stopped after %r; stages still to come: %s", until,
                  ", ".join(f"{s.name} ({s.delivered_by or 'implemented'})" for s in pending))
     return {name: ref.model_dump() for name, ref in refs.items()}
+
+
+def stage_threads(cfg: PipelineConfig, spec: StageSpec, budget: int) -> int:
+    """Threads `spec` takes from the budget. SGLang servers serve one model at a time, so a stage
+    that rolls out on them takes the whole budget: such stages never run side by side."""
+    if cfg.rollout.engine == "sglang" and "rollout" in spec.select(cfg):
+        return budget
+    return cfg.hardware.stage_threads.get(spec.name, 1)
 
 
 def _check_local_hardware(cfg: PipelineConfig, stages: list[StageSpec]) -> None:

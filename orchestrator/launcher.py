@@ -34,6 +34,7 @@ from pathlib import Path
 import psutil
 
 from configs.schema import HardwareConfig, PipelineConfig
+from orchestrator.graph import interrupted
 from orchestrator.keys import stage_key
 from orchestrator.runner import LAUNCHED_ENV, ensure_implemented
 from orchestrator.stages import StageSpec
@@ -90,6 +91,20 @@ def stage_command(spec: StageSpec, hw: HardwareConfig, request: Path) -> list[st
     return [*cmd, *stage_args]
 
 
+# A child's output goes to logs (a Prefect task run's, a file), never to a terminal: library
+# progress bars (tqdm, which transformers, TRL and datasets draw with) would fill them with
+# redrawn lines. The stage's own progress travels on its progress channel instead.
+QUIET_BARS = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+
+
+def thread_env(spec: StageSpec, cfg: PipelineConfig, threads: int | None) -> dict[str, str]:
+    """The environment that gives a launched stage `threads` CPU threads, split over its processes."""
+    if threads is None:
+        return {}
+    processes = cfg.hardware.processes if spec.distributed else 1
+    return {"OMP_NUM_THREADS": str(max(1, threads // processes))}
+
+
 def launch_stage(
     spec: StageSpec,
     cfg: PipelineConfig,
@@ -118,7 +133,7 @@ def launch_stage(
         result = work.path / "result.json"
         result.unlink(missing_ok=True)
         cmd = stage_command(spec, cfg.hardware, request)
-        env = {**os.environ, **(env or {}), LAUNCHED_ENV: "1", PROGRESS_ENV: "1", RESULT_ENV: str(result),
+        env = {**os.environ, **QUIET_BARS, **(env or {}), LAUNCHED_ENV: "1", PROGRESS_ENV: "1", RESULT_ENV: str(result),
                PARENT_ENV: str(os.getpid()), GRACE_ENV: str(hooks.grace_s), "PYTHONUNBUFFERED": "1"}
         log.info("stage %s: launching %s", spec.name, " ".join(cmd))
         with open(work.path / "output.log", "a") as out_log:
@@ -167,6 +182,8 @@ def _watch(proc: subprocess.Popen, stage: str, hooks: LaunchHooks, out_log) -> t
                 tail.append(line)
                 out_log.write(line + "\n")
                 hooks.on_line(line)
+            if interrupted():
+                raise StageCancelledError(f"stage {stage!r} was stopped: the run it belongs to was interrupted")
             if hooks.should_cancel is not None and time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + hooks.cancel_poll_s
                 if _asks_to_cancel(hooks):

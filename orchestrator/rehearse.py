@@ -149,8 +149,7 @@ def fake_sglang_servers(model: str, ports: tuple[int, ...], log_dir: Path) -> It
 
 def _flow_run(overrides: list[str], label: str, until: str | None) -> None:
     params = json.dumps({"overrides": overrides, **({"until": until} if until else {})})
-    cmd = ["prefect", "deployment", "run", "rstar-full/rehearsal", "--watch", "--watch-timeout", "3600",
-           "--params", params]
+    cmd = [sys.executable, "-m", "flows.watch", "--start", "rstar-full/rehearsal", "--params", params]
     print(f"flow run ({label}): {shlex.join(cmd)}", flush=True)
     subprocess.run(cmd, cwd=REPO_ROOT, check=True)
 

@@ -16,7 +16,9 @@ sys.stdout.write("".join(o + "\0" for o in shlex.split(os.environ.get("RSTAR_DEM
 PARAMS="$(python -c 'import json, sys
 print(json.dumps({"until": sys.argv[1], "overrides": sys.argv[2:]}))' "$UNTIL" "${OVERRIDES[@]}")"
 [ "${#OVERRIDES[@]}" -gt 0 ] && echo "with overrides: ${OVERRIDES[*]}"
-prefect deployment run rstar-full/tiny --watch --watch-timeout 3600 --params "$PARAMS" | tee "$PREFECT_HOME/last-run.log"
+# A line per stage (state, progress, elapsed, ETA) from the Prefect API, no timeout; Ctrl-C
+# stops watching only and says how to look again (flows/watch.py).
+python -m flows.watch --start rstar-full/tiny --params "$PARAMS"
 
 echo
 SETS=(); for o in "${OVERRIDES[@]}"; do SETS+=(--set "$o"); done

@@ -55,9 +55,16 @@ def report(done: float, total: float, message: str = "") -> None:
 @contextmanager
 def step(index: int, count: int, message: str = "") -> Iterator[None]:
     """Scope the reports inside to slice `index` of `count` of the enclosing range."""
+    with share(index / max(count, 1), (index + 1) / max(count, 1), message):
+        yield
+
+
+@contextmanager
+def share(start: float, end: float, message: str = "") -> Iterator[None]:
+    """Scope the reports inside to the fractions `start`..`end` of the enclosing range: a stage
+    of unequal phases (SFT: a held-out check, training, the check again) gives each its weight."""
     lo, hi = _span.get()
-    width = (hi - lo) / max(count, 1)
-    token = _span.set((lo + width * index, lo + width * (index + 1)))
+    token = _span.set((lo + (hi - lo) * start, lo + (hi - lo) * end))
     report(0, 1, message)
     try:
         yield

@@ -57,8 +57,10 @@ def _state_dir(store: ArtifactStore) -> Path:
     return Path(store.root) / "_prefect" if store.is_local else REPO_ROOT / ".rstar" / "prefect-state"
 
 
-def run_cached(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], force: bool) -> ArtifactRef:
-    """Run (or reuse) one stage through the stage task; the store's index has the last word."""
+def run_cached(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], force: bool,
+               threads: int | None = None) -> ArtifactRef:
+    """Run (or reuse) one stage through the stage task; the store's index has the last word.
+    `threads`: what a long stage's processes run with (None: the environment's setting)."""
     store = ArtifactStore(cfg.run.artifacts_root)
     key = stage_key(spec, cfg, ups)
     # The index decides (tasks/cache.py): a Prefect record is read only when it is keyed by
@@ -68,7 +70,7 @@ def run_cached(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef]
     task = stage_task_for(_state_dir(store), cfg.run).with_options(name=spec.name, task_run_name=spec.name)
     ref = ArtifactRef.model_validate(task.with_options(refresh_cache=indexed is None)(
         spec=spec, key=record_key, config=cfg.model_dump(mode="json"),
-        upstream={n: r.model_dump() for n, r in ups.items()}, force=force,
+        upstream={n: r.model_dump() for n, r in ups.items()}, force=force, threads=threads,
     ))
     current = store.lookup(spec.name, key)
     if current is None:

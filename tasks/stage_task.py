@@ -27,7 +27,7 @@ from prefect.context import get_run_context
 from prefect.states import Cancelled
 
 from configs.schema import PipelineConfig
-from orchestrator.launcher import LaunchHooks, StageCancelledError, launch_stage
+from orchestrator.launcher import LaunchHooks, StageCancelledError, launch_stage, thread_env
 from orchestrator.runner import run_stage
 from orchestrator.stages import StageSpec
 from orchestrator.store import ArtifactRef, ArtifactStore
@@ -39,9 +39,11 @@ PROGRESS_INTERVAL_S = 1.0
 
 @task(name="stage", persist_result=True, retries=0)
 def run_stage_task(
-    spec: StageSpec, key: str, config: dict, upstream: dict[str, dict], force: bool = False
+    spec: StageSpec, key: str, config: dict, upstream: dict[str, dict], force: bool = False,
+    threads: int | None = None,
 ) -> dict:
-    """Run (or reuse) one stage; `key` is only there to drive the cache policy."""
+    """Run (or reuse) one stage; `key` is only there to drive the cache policy. A long stage's
+    processes get `threads` CPU threads between them (OMP_NUM_THREADS)."""
     cfg = PipelineConfig.model_validate(config)
     store = ArtifactStore(cfg.run.artifacts_root)
     stage = spec.name
@@ -50,7 +52,7 @@ def run_stage_task(
     with progress.publishing(lambda pct, _msg: update_progress_artifact(progress_id, progress=pct),
                              PROGRESS_INTERVAL_S):
         if spec.long_running:
-            ref = _launch(spec, cfg, ups, store, force)
+            ref = _launch(spec, cfg, ups, store, force, threads)
         else:
             ref = run_stage(spec, cfg, ups, store, force=force)
     update_progress_artifact(progress_id, progress=100.0)
@@ -76,7 +78,7 @@ def _figures(stage: str, local: Path) -> None:
 
 
 def _launch(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], store: ArtifactStore,
-            force: bool) -> ArtifactRef:
+            force: bool, threads: int | None) -> ArtifactRef:
     """Child output to this task's run logs; stop when this flow run (or a flow run it is
     a subflow of) is being cancelled. A worker also SIGTERMs the flow-run process on
     cancel, which interrupts the launcher directly; polling covers runs no worker owns,
@@ -84,7 +86,7 @@ def _launch(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], s
     flow_run_id = get_run_context().task_run.flow_run_id
     hooks = LaunchHooks(on_line=get_run_logger().info, should_cancel=lambda: bool(_cancelling(flow_run_id)))
     try:
-        return launch_stage(spec, cfg, ups, store, force=force, hooks=hooks)
+        return launch_stage(spec, cfg, ups, store, force=force, hooks=hooks, env=thread_env(spec, cfg, threads))
     except StageCancelledError as e:
         with get_client(sync_client=True) as client:
             for run_id in _cancelling(flow_run_id):

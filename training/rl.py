@@ -195,7 +195,9 @@ async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandb
             t0 = time.perf_counter()
             if main:
                 batch = step_problems(problems, step, rl.prompts_per_step, rl.seed)
-                result = await rollout_step(rt, batch, cfg, rl, step, prm)
+                # The rollouts' progress fills the first 90 % of this step's slice of the bar.
+                with progress.step(i, cfg.steps, f"{stage}: step {i + 1}/{cfg.steps}"), progress.share(0.0, 0.9):
+                    result = await rollout_step(rt, batch, cfg, rl, step, prm)
                 payload = [(result.kept, result.advantages, result.metrics)]
             else:
                 payload = [None]

@@ -31,7 +31,7 @@ from assets.paths import asset_paths
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
 from configs.schema import SFTConfig
-from stagekit import artifacts
+from stagekit import artifacts, progress
 from stagekit.workdir import WorkDir
 from training.batch_plan import BatchPlan
 from training.curves import CurveLogger, plot_curves
@@ -108,6 +108,9 @@ def build_trainer(cfg: SFTConfig, model_path: str, tokenizer_path: str, sft_parq
     return trainer
 
 
+HELDOUT_SHARE = 0.05  # each held-out check: about 30 s of the tiny config's SFT (docs/learning.md)
+
+
 def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: dict[str, Path], out_dir: Path,
         work: WorkDir | None = None, max_steps: int = -1) -> dict[str, float]:
     paths = asset_paths(inputs["base"])
@@ -118,15 +121,18 @@ def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: 
     # stage's persistent work dir (stagekit/workdir.py) so that a killed run resumes.
     trainer_dir = (work.path if work else out_dir / "_work") / "trainer"
     metrics: dict[str, float] = {}
+    check = HELDOUT_SHARE if cfg.heldout.enabled else 0.0  # of the stage's progress bar, each time
     if cfg.heldout.enabled and is_main_process():
-        metrics |= heldout_metrics(heldout_accuracy(cfg.heldout, paths.model, paths.tokenizer, rollout, sandbox),
-                                   "before")
+        with progress.share(0.0, check, "sft: held-out check before training"):
+            metrics |= heldout_metrics(heldout_accuracy(cfg.heldout, paths.model, paths.tokenizer, rollout, sandbox),
+                                       "before")
 
     trainer = build_trainer(cfg, paths.model, paths.tokenizer, sft_parquet, trainer_dir, out_dir, max_steps)
     resume = resume_checkpoint(trainer_dir, is_main_process())  # incomplete ones set aside
     if resume:
         log.info("sft: resuming from %s", resume)
-    result = trainer.train(resume_from_checkpoint=resume)
+    with progress.share(check, 1.0 - check, "sft: training"):
+        result = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model(str(out_dir / artifacts.MODEL))  # the tokenizer (with its chat template) goes along
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         # NOTES.md: without this a gloo run aborts at exit (SIGABRT) about two runs in three
@@ -142,7 +148,8 @@ def run(cfg: SFTConfig, rollout: RolloutConfig, sandbox: SandboxConfig, inputs: 
                 "processes": world_size(), "accumulation": trainer.args.gradient_accumulation_steps}
     if cfg.heldout.enabled:
         trained = str(out_dir / artifacts.MODEL)
-        after = heldout_accuracy(cfg.heldout, trained, trained, rollout, sandbox)
+        with progress.share(1.0 - check, 1.0, "sft: held-out check after training"):
+            after = heldout_accuracy(cfg.heldout, trained, trained, rollout, sandbox)
         metrics |= heldout_metrics(after, "after")
     if work is None:
         shutil.rmtree(out_dir / "_work", ignore_errors=True)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from prefect import flow
-from toy_stages import TOY_STAGES, UNFINISHED, executions
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from toy_stages import GRAPH, TOY_STAGES, UNFINISHED, executions
 
 from configs.load import apply_override, validate
 from flows.rstar_full import rstar_full, run_pipeline
@@ -296,3 +298,36 @@ def test_plots_and_curves_of_a_stage_are_prefect_artifacts(env, monkeypatch):
     table = json.loads(by_type["table"].data) if isinstance(by_type["table"].data, str) else by_type["table"].data
     steps = [int(r["step"]) for r in table]
     assert len(steps) == 200 and steps[0] == 1 and steps[-1] == 300 and steps == sorted(steps)
+
+
+@flow(name="toy-graph")
+def toy_graph_flow(root: str, threads: int, until: str | None = None) -> dict:
+    return run_pipeline(validate({"run": {"artifacts_root": root}, "hardware": {"cpu_threads": threads}}, "toy"),
+                        GRAPH, until=until)
+
+
+def _task_spans(state) -> dict[str, tuple]:
+    """Each stage task run of the flow run, as the UI shows it: (start, end)."""
+    ids = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+    with get_client(sync_client=True) as client:
+        return {t.name: (t.start_time, t.end_time) for t in client.read_task_runs(flow_run_filter=ids)}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_flow_runs_the_graph_and_the_ui_shows_concurrent_stages(env, monkeypatch, threads):
+    root, log = env
+    monkeypatch.setenv("RSTAR_TOY_EACH_S", "1.5")
+    state = toy_graph_flow(root, threads, return_state=True)
+    assert state.is_completed() and sorted(executions(log)) == ["a", "b", "c", "d"]
+    spans = _task_spans(state)
+    (b0, b1), (c0, c1) = spans["b"], spans["c"]
+    assert (b0 < c1 and c0 < b1) == (threads == 2)  # side by side only when the budget has room
+    assert min(b0, c0) >= spans["a"][1] and spans["d"][0] >= max(b1, c1)
+    assert toy_graph_flow(root, threads) == state.result()  # the rerun: all cache hits
+    assert len(executions(log)) == 4
+
+
+def test_until_runs_the_stages_up_to_it_in_table_order(env):
+    root, log = env
+    out = toy_graph_flow(root, 2, until="b")
+    assert list(out) == ["a", "b"] and sorted(executions(log)) == ["a", "b"]

@@ -151,8 +151,8 @@ def _other_value(annotation: object, value: object) -> object:
         return value / 2 if value else 1.0
     if isinstance(value, str):
         return value + "-other"
-    if isinstance(value, dict):
-        return {**value, "sft": "rstar-gpu"}
+    if isinstance(value, dict):  # stage name -> a work pool, or a thread count
+        return {**value, "sft": 3 if typing.get_args(annotation)[1:] == (int,) else "rstar-gpu"}
     if isinstance(value, list):
         return [*value, "http://10.0.0.9:30000"] if not value or isinstance(value[0], str) else value[:-1]
     raise AssertionError(f"no test value for {annotation!r}")

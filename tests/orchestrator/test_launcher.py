@@ -69,6 +69,20 @@ def test_stage_runs_as_a_child_and_its_output_and_progress_come_back(tmp_path):
     assert launch_stage(LONG, config(tmp_path / "store"), {}, store) == ref  # cache hit: no child
 
 
+def test_library_progress_bars_stay_out_of_the_stage_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("RSTAR_TOY_TQDM", "1")
+    lines: list[str] = []
+    store = ArtifactStore(str(tmp_path / "store"))
+    launch_stage(LONG, config(tmp_path / "store"), {}, store, hooks=LaunchHooks(on_line=lines.append))
+    assert "toy-long: started, writing to stdout" in lines
+    assert not [line for line in lines if "Writing model shards" in line or "it/s" in line], lines
+    # The same bar drawn outside a launched stage does write, so the check above can fail.
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    out = subprocess.run([sys.executable, "-c", "from tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='Writing "
+                          "model shards'): pass"], capture_output=True, text=True, env={**os.environ}, check=True)
+    assert "Writing model shards" in out.stderr
+
+
 def test_failure_raises_with_the_childs_last_error_lines(tmp_path, monkeypatch):
     monkeypatch.setenv("RSTAR_TOY_FAIL", "toy failure 8472")
     store = ArtifactStore(str(tmp_path / "store"))

@@ -7,7 +7,8 @@ Behaviour comes from the environment, which the launched child inherits:
 - RSTAR_TOY_SPAWN: a directory; `long` starts two grandchildren (one in a session of its
   own, as a daemon would), writes their pids there, then sleeps;
 - RSTAR_TOY_STEPS: a file `resumable` appends each step it computes to;
-- RSTAR_TOY_STEP_S: seconds each step of `resumable` takes.
+- RSTAR_TOY_STEP_S: seconds each step of `resumable` takes;
+- RSTAR_TOY_TQDM: `long` draws a tqdm bar, as a library would.
 """
 
 from __future__ import annotations
@@ -35,12 +36,17 @@ def run(cfg, inputs: dict[str, Path], out_dir: Path) -> dict:
         kids = [subprocess.Popen(sleeper), subprocess.Popen(sleeper, start_new_session=True)]
         (Path(spawn) / "pids.json").write_text(json.dumps([os.getpid(), *(k.pid for k in kids)]))
         time.sleep(600)
+    if os.environ.get("RSTAR_TOY_TQDM"):  # a library's bar, as transformers draws when it saves
+        from tqdm.auto import tqdm
+
+        for _ in tqdm(range(3), desc="Writing model shards"):
+            time.sleep(0.01)
     for i in range(cfg.steps):
         with progress.step(i, cfg.steps, f"step {i}"):
             for batch in range(4):
                 progress.report(batch + 1, 4, f"batch {batch}")
     (out_dir / "value.json").write_text(json.dumps({"steps": cfg.steps}))
-    return {"steps": cfg.steps}
+    return {"steps": cfg.steps, "omp_threads": int(os.environ.get("OMP_NUM_THREADS", "0"))}
 
 
 LONG = StageSpec("long", "toy_long", lambda c: {"cfg": c.rl.stage1}, long_running=True, distributed=True)

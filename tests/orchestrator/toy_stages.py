@@ -4,6 +4,7 @@ Each run appends its name to the file in $RSTAR_TOY_LOG, so tests count executio
 $RSTAR_TOY_SLEEP_S makes stage `a` write half its output, then sleep (kill tests).
 $RSTAR_TOY_SALT goes into every output: a recompute under another salt differs.
 $RSTAR_TOY_FIGURES makes stage `c` write a plot and a 300-step curve as a trainer would.
+$RSTAR_TOY_EACH_S makes every stage take that long (the graph test).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def run(cfg, inputs: dict[str, Path], out_dir: Path, name: str) -> dict[str, flo
         log.write(name + "\n")
     upstream = {k: json.loads((v / "value.json").read_text()) for k, v in inputs.items()}
     (out_dir / "part1.txt").write_text("first half")
+    time.sleep(float(os.environ.get("RSTAR_TOY_EACH_S", "0")))
     sleep_s = float(os.environ.get("RSTAR_TOY_SLEEP_S", "0"))
     if name == "a" and sleep_s:
         (out_dir.parent / "STARTED").write_text(str(out_dir))
@@ -50,6 +52,12 @@ TOY_STAGES = (
     StageSpec("a", "toy_stages", lambda c: {"cfg": c.rl.stage1, "name": "a"}),
     StageSpec("b", "toy_stages", lambda c: {"cfg": c.rl.stage2, "name": "b"}, inputs={"a": "a"}),
     StageSpec("c", "toy_stages", lambda c: {"cfg": c.rl.stage3, "name": "c"}, inputs={"b": "b"}),
+)
+GRAPH = (  # a diamond: b and c both read a; d reads both
+    TOY_STAGES[0],
+    StageSpec("b", "toy_stages", lambda c: {"cfg": c.rl.stage2, "name": "b"}, inputs={"a": "a"}),
+    StageSpec("c", "toy_stages", lambda c: {"cfg": c.rl.stage3, "name": "c"}, inputs={"a": "a"}),
+    StageSpec("d", "toy_stages", lambda c: {"cfg": c.rl.stage1, "name": "d"}, inputs={"b": "b", "c": "c"}),
 )
 UNFINISHED = (
     *TOY_STAGES,
