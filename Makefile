@@ -29,7 +29,7 @@ rehearse: setup
 	bash scripts/rehearse.sh $(DATA) $(REHEARSE_ARGS)
 
 test: setup
-	OMP_NUM_THREADS=1 $(BIN)/pytest -q -m "not slow and not gpu"
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q -m "not slow and not gpu" --durations=25
 
 test-all: setup
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -m "not gpu"

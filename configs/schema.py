@@ -56,7 +56,10 @@ class HardwareConfig(Section):
         return self.processes_per_node or max(self.gpus_per_node, 1)
 
     def thread_budget(self) -> int:
-        return self.cpu_threads or len(os.sched_getaffinity(0))
+        if self.cpu_threads:
+            return self.cpu_threads
+        affinity = getattr(os, "sched_getaffinity", None)  # Linux; macOS has none
+        return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 class TinyModelConfig(Section):
