@@ -96,7 +96,8 @@ def snapshot(client: SyncPrefectClient, flow_run_id: UUID, stages: list[str]) ->
             line = lines[t.name]
             line.state = t.state.name if t.state else "Pending"
             line.started, line.ended = t.start_time, t.end_time
-            line.progress = 100.0 if t.state and t.state.is_completed() else line.progress
+            if t.state and t.state.is_completed():
+                line.progress = 100.0
             by_id[t.id] = line
     if by_id:
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
@@ -163,14 +164,14 @@ def watch(ref: str | None = None, console: Console | None = None, refresh_s: flo
                 seen: dict[str, tuple[str, int]] = {}
                 while True:
                     run = client.read_flow_run(run.id)
-                    now = _now()
-                    for line in snapshot(client, run.id, stages):
+                    now, lines = _now(), snapshot(client, run.id, stages)
+                    for line in lines:
                         mark = (line.state, int(line.progress // 10))
                         if seen.get(line.name, ("not started", 0)) != mark:
                             seen[line.name] = mark
                             console.print(plain_line(line, now), highlight=False)
                     if run.state is not None and run.state.is_final():
-                        console.print(table(run, snapshot(client, run.id, stages), now))
+                        console.print(table(run, lines, now))
                         break
                     time.sleep(refresh_s)
         except KeyboardInterrupt:

@@ -1,5 +1,5 @@
 """Run stages as a graph: each starts once its upstream stages are done and the thread budget
-has room for it (issue 24). The flow (flows/rstar_full.py) and the learning benchmark use it.
+has room for it (issue 24). The flow (flows/rstar_full.py) uses it.
 
 A stage takes `threads(spec)` threads from a budget of `budget` while it runs; one that asks
 for more than the whole budget takes all of it (it runs alone). Ready stages start in

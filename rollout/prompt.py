@@ -83,9 +83,9 @@ def extract_tool_calls(turn_text: str, max_calls: int = 8,
     calls: list[ToolCall | InvalidCall] = []
     for i, match in enumerate(TOOL_CALL.finditer(turn_text)):
         body = match.group(1)
-        if i >= max_calls and extra == "skip":
-            break
         if i >= max_calls:
+            if extra == "skip":
+                break
             reason = f"Invalid tool call: more than {max_calls} calls in one turn; this one was not run."
             calls.append(InvalidCall(reason=reason, raw=body))
         else:

@@ -81,7 +81,8 @@ def _launch(spec: StageSpec, cfg: PipelineConfig, ups: dict[str, ArtifactRef], s
             force: bool, threads: int | None) -> ArtifactRef:
     """Child output to this task's run logs; stop when this flow run (or a flow run it is
     a subflow of) is being cancelled. A worker also SIGTERMs the flow-run process on
-    cancel, which interrupts the launcher directly; polling covers runs no worker owns,
+    cancel, which reaches the launcher as the stage graph's interrupt
+    (orchestrator/graph.py); polling covers runs no worker owns,
     which nobody else would move on from Cancelling, so this task marks them Cancelled."""
     flow_run_id = get_run_context().task_run.flow_run_id
     hooks = LaunchHooks(on_line=get_run_logger().info, should_cancel=lambda: bool(_cancelling(flow_run_id)))
