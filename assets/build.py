@@ -35,7 +35,7 @@ def run(cfg: ModelConfig, inputs: dict[str, Path], out_dir: Path) -> dict[str, f
         build_small_tokenizer(out_dir / "tokenizer", cfg.tiny.vocab_size, cfg.tiny.tokenizer_corpus_lines)
         tokenizer = "tokenizer"
     progress.report(2, 3, "initialising the tiny Qwen3 model")
-    n_params = build_tiny_model(out_dir / "model", cfg.tiny, out_dir / tokenizer)
+    n_params = build_tiny_model(out_dir / "model", cfg.tiny, out_dir / tokenizer, seed=cfg.tiny.init_seed)
     progress.report(3, 3, "done")
     record = {"model": "model", "tokenizer": tokenizer, "real_tokenizer": "qwen3_tokenizer"}
     (out_dir / artifacts.ASSETS).write_text(json.dumps(record, indent=2))

@@ -24,31 +24,16 @@ from configs.schema import PipelineConfig
 from datalib.eval_texts import synthetic_eval_set
 from datalib.tables import read_problems
 from evaluation.evaluate import sample_outcomes
+from evaluation.paired import Z_HOLDS, holds, paired_gain
 from evaluation.results import EvalResults
 from orchestrator.store import ArtifactRef, ArtifactStore
-from rollout.metrics import paired_difference, tool_error_ratio_estimate, tool_errors
+from rollout.metrics import tool_error_ratio_estimate, tool_errors
 from stagekit import artifacts
 
-Z_HOLDS = 3.0
 CURVES = (("accuracy", "training accuracy (rolled-out groups)"),
           ("tool_error_ratio_correct", "tool-error ratio: within correct trajectories (solid), all (dashed)"),
           ("response_len_mean", "response length (tokens)"),
           ("kept", "kept group: positives / negatives per step"))
-
-
-def pass1_by_problem(samples: pd.DataFrame) -> dict[str, float]:
-    return {pid: sum(o.reward for o in g) / len(g) for pid, g in sample_outcomes(samples).items()}
-
-
-def paired_gain(after: pd.DataFrame, before: pd.DataFrame) -> tuple[float, float, int]:
-    """Mean per-problem pass@1 difference, its standard error over problems, and n."""
-    d = paired_difference(pass1_by_problem(after), pass1_by_problem(before))
-    return d.mean, d.stderr if d.units > 1 else math.nan, d.units
-
-
-def holds(gain: float, se: float) -> bool:
-    """A gain at least `Z_HOLDS` standard errors above zero (a gain with no spread at all counts)."""
-    return gain > 0 and (se == 0 or gain / se >= Z_HOLDS)
 
 
 def _errors_and_calls(samples: pd.DataFrame) -> pd.DataFrame:

@@ -75,6 +75,7 @@ class TinyModelConfig(Section):
     max_position_embeddings: int = 4096
     # Initial weight of every attention head's q/k RMSNorm (assets/tiny_model.py says why).
     qk_norm_init: float = Field(2.5, gt=0)
+    init_seed: int = 0  # the random weights (the learning benchmark's seeds vary it)
     tokenizer_corpus_lines: int = 20000  # synthetic lines the small BPE is trained on
     # The tokenizer the tiny model is built on: the small BPE (fast on CPU), or the real
     # Qwen3 one (151,669 tokens; set vocab_size to Qwen3's 151936) for the paper's path.
@@ -119,6 +120,10 @@ class SFTConfig(Section):
     # (`python -m benchmarks.sft`: 0.54x on the tiny model); it pays where attention skips
     # the pads' work (FlashAttention on GPUs), so the paper config turns it on.
     packing: bool = False
+    # The loss's LM head: TRL's chunked one, or one that projects only the labelled positions
+    # (training/sft_head.py; 2-3x faster SFT steps on CPU, where TRL's scores every position).
+    # `auto`: the latter on CPU, TRL's on GPU. Same loss and gradients up to float rounding.
+    lm_head: Literal["auto", "trl", "labelled"] = "auto"
     checkpoint_every_steps: int = operational(50, ge=1)  # where a killed run resumes from
     heldout: SFTHeldoutConfig = SFTHeldoutConfig()
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from assets.paths import asset_paths
 from stagekit import artifacts
 
 
@@ -39,10 +40,11 @@ def resolve_checkpoint(location: str, label: str | None = None) -> Checkpoint:
     manifest = path / artifacts.MANIFEST
     if manifest.exists():  # a pipeline artifact: sft and rl stages keep the model in model/, assets records it
         record = json.loads(manifest.read_text())
-        assets = path / artifacts.ASSETS
-        if assets.exists():
-            names = json.loads(assets.read_text())
-            model, tok = str(path / names["model"]), str(path / names["tokenizer"])
+        if (path / artifacts.ASSETS).exists():  # the base model: built here, or a hub id the stage recorded
+            found = asset_paths(path)
+            model, tok = found.model, found.tokenizer or found.model
+            if not Path(model).exists():
+                return Checkpoint(model, tok, f"hub:{model}", label or model.rsplit("/", 1)[-1])
         else:
             model = tok = str(path / artifacts.MODEL)
         if not (Path(model) / "config.json").exists():

@@ -1,4 +1,4 @@
-"""Stages `eval_sft`, `eval_rl_stage1`, `eval_rl_stage2`, `eval_rl_stage3`: one checkpoint each (SPEC §9).
+"""Stages `eval_base`, `eval_sft` and `eval_rl_stage1..3`: one checkpoint each (SPEC §9).
 
 Each runs as soon as its checkpoint exists and is cached on the checkpoint's digest, the
 `eval` config and the benchmark data (local files by content, hub datasets by revision).
@@ -25,7 +25,7 @@ SAMPLE_STORE = "eval_samples"  # beside the work directories of every stage
 
 def run(cfg: EvalConfig, rollout: RolloutConfig, sandbox: SandboxConfig, label: str, inputs: dict[str, Path],
         out_dir: Path, work: WorkDir) -> dict:
-    """Evaluate `inputs["checkpoint"]` (an `sft` or `rl_stage*` artifact), named `label` in reports."""
+    """Evaluate `inputs["checkpoint"]` (an `sft`, `rl_stage*` or `assets` artifact), named `label` in reports."""
     ckpt = resolve_checkpoint(str(inputs["checkpoint"]), label=label)
     results = evaluate_checkpoint(ckpt, cfg, rollout, sandbox, out_dir, work.root.parent / SAMPLE_STORE)
     return results.manifest_metrics()

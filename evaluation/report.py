@@ -15,11 +15,11 @@ from evaluation.results import EvalResults, GeneralTaskResult
 from rollout.metrics import SampleSummary
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
-def _num(x: float | None, digits: int = 2) -> str:
+def num(x: float | None, digits: int = 2) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
@@ -38,9 +38,9 @@ def checkpoint_table(results: EvalResults) -> str:
             "tool calls", "tool errors (%)", "truncated (%)", "failed"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, m in benches.items():
-        row = [name, str(m.problems), str(m.samples), f"{_pct(m.pass1)} ± {_pct(m.pass1_stderr)}",
-               *(_pct(m.number(k)) for k in ks), _num(m.response_tokens_mean, 0), _num(m.tool_calls_per_trajectory),
-               _pct(m.tool_error_ratio), _pct(m.truncation_ratio), str(m.failed)]
+        row = [name, str(m.problems), str(m.samples), f"{pct(m.pass1)} ± {pct(m.pass1_stderr)}",
+               *(pct(m.number(k)) for k in ks), num(m.response_tokens_mean, 0), num(m.tool_calls_per_trajectory),
+               pct(m.tool_error_ratio), pct(m.truncation_ratio), str(m.failed)]
         lines.append("| " + " | ".join(row) + " |")
     for name, reason in results.skipped.items():
         lines.append(f"| {name} | skipped: {reason[:300]} |" + " |" * (len(head) - 2))
@@ -88,16 +88,18 @@ def comparison_table(runs: list[tuple[str, EvalResults]], metric: str = "pass@1"
             if m is None:
                 cells.append("–")
             elif metric == "pass@1":
-                cells.append(f"{_pct(m.pass1)} ± {_pct(m.pass1_stderr)}")
+                cells.append(f"{pct(m.pass1)} ± {pct(m.pass1_stderr)}")
             else:
-                cells.append(_num(m.number(metric), 0 if metric == "response_tokens_mean" else 2))
-        lines.append("| " + " | ".join([b, *cells, *([_num(PAPER_PASS1.get(b), 1)] if paper else [])]) + " |")
+                cells.append(num(m.number(metric), 0 if metric == "response_tokens_mean" else 2))
+        lines.append("| " + " | ".join([b, *cells, *([num(PAPER_PASS1.get(b), 1)] if paper else [])]) + " |")
     return "\n".join(lines)
 
 
-def comparison_card(runs: list[tuple[str, EvalResults]]) -> str:
+def comparison_card(runs: list[tuple[str, EvalResults]], gains: str = "") -> str:
+    """The comparison; `gains` is a section placed after pass@1 (evaluation/paired.py writes it)."""
     return ("# Checkpoints compared\n\npass@1 (%), ± standard error over problems; the paper's column is "
             "rStar2-Agent-14B (SPEC §9), for orientation.\n\n" + comparison_table(runs)
+            + gains
             + "\n\n## Mean response length (tokens)\n\n" + comparison_table(runs, "response_tokens_mean")
             + "\n\n## Tool calls per trajectory\n\n" + comparison_table(runs, "tool_calls_per_trajectory") + "\n")
 

@@ -53,15 +53,16 @@ def _rl(stage: str) -> Callable[[PipelineConfig], dict]:
                       "rollout": c.rollout, "sandbox": c.sandbox, "stage": f"rl_{stage}"}
 
 
-EVAL_STAGES = ("eval_sft", "eval_rl_stage1", "eval_rl_stage2", "eval_rl_stage3")
+# In report order: the untrained model first, so every gain has its starting point.
+EVAL_STAGES = ("eval_base", "eval_sft", "eval_rl_stage1", "eval_rl_stage2", "eval_rl_stage3")
 
 
-def _eval(checkpoint: str) -> StageSpec:
+def _eval(label: str, checkpoint: str | None = None) -> StageSpec:
     """The evaluation of one checkpoint, run as soon as the checkpoint exists (SPEC §9)."""
     return StageSpec(
-        f"eval_{checkpoint}", "evaluation.math_eval",
-        lambda c: {"cfg": c.eval, "rollout": c.rollout, "sandbox": c.sandbox, "label": checkpoint},
-        inputs={"checkpoint": checkpoint}, needs_gpus=True, long_running=True,
+        f"eval_{label}", "evaluation.math_eval",
+        lambda c: {"cfg": c.eval, "rollout": c.rollout, "sandbox": c.sandbox, "label": label},
+        inputs={"checkpoint": checkpoint or label}, needs_gpus=True, long_running=True,
     )
 
 
@@ -105,6 +106,9 @@ STAGES: tuple[StageSpec, ...] = (
         distributed=True,
     ),
     _eval("rl_stage3"),
+    # The base model (the `assets` one here, the hub model on the paper's path). Last among the
+    # evaluations, so that it takes a free slot and never holds back SFT or an RL stage.
+    _eval("base", "assets"),
     StageSpec("eval_report", "evaluation.compare", lambda c: {},
               inputs={name.removeprefix("eval_"): name for name in EVAL_STAGES}),
 )

@@ -17,7 +17,7 @@ the stages after it, the orchestrator and the reports read.
     rl_stage*/rl_state.json    {"global_step": …}: where the next stage counts from
     stage3_filter/solve_rates.csv, solve_rates.png
     eval_*/results.json        evaluation/results.py; samples/<benchmark>.parquet, rejects/, accuracy.png
-    eval_report/comparison.md, comparison.csv, comparison.png
+    eval_report/comparison.md, comparison.csv, gains.csv, comparison.png
     (data stages) rejects.jsonl   every row not used, with file, row and reason
 """
 
@@ -50,3 +50,4 @@ ACCURACY_PLOT = "accuracy.png"
 COMPARISON = "comparison.md"
 COMPARISON_TABLE = "comparison.csv"
 COMPARISON_PLOT = "comparison.png"
+GAINS_TABLE = "gains.csv"  # eval_report: each checkpoint over base and over SFT, paired by problem

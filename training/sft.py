@@ -38,6 +38,7 @@ from training.curves import CurveLogger, plot_curves
 from training.heldout import heldout_accuracy, heldout_metrics
 from training.sft_checkpoints import resume_checkpoint
 from training.sft_data import SFTDataError, chat_rows, training_tokenizer, truncation
+from training.sft_head import label_only_head, supports_label_only_head
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,8 @@ def build_trainer(cfg: SFTConfig, model_path: str, tokenizer_path: str, sft_parq
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          callbacks=callbacks)
     trainer.truncation = cut  # type: ignore[attr-defined]
+    if cfg.lm_head == "labelled" or (cfg.lm_head == "auto" and not on_gpu and supports_label_only_head(model)):
+        label_only_head(model)
     return trainer
 
 

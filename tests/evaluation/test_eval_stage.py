@@ -126,3 +126,43 @@ def test_command_line_outside_prefect(tiny_assets_dir, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "| synthetic_eval | 2 | 2 |" in out.stdout
     assert (tmp_path / "o" / "results.json").exists() and "prefect" not in out.stderr.lower()
+
+
+def _artifact(root: Path, name: str, results: str, scores: list[list[float]]) -> Path:
+    """An evaluation artifact holding `results` and samples with these scores, problem by problem."""
+    d = root / name
+    (d / "samples").mkdir(parents=True)
+    (d / "results.json").write_text(results)
+    rows = [{"problem_id": f"p{i}", "sample": j, "score": s, "tool_statuses": [], "answer": "1",
+             "response_tokens": 5, "finish_reason": "stop"} for i, ss in enumerate(scores) for j, s in enumerate(ss)]
+    pd.DataFrame(rows).to_parquet(d / "samples" / "synthetic_eval.parquet")
+    return d
+
+
+def test_comparison_pairs_gains_by_problem_over_base_and_sft(first, tmp_path):
+    _, _, out = first
+    results = (out / "results.json").read_text()
+    inputs = {"base": _artifact(tmp_path, "b", results, [[0, 0], [0, 0], [0, 0], [0, 0]]),
+              "sft": _artifact(tmp_path, "s", results, [[1, 0], [0, 0], [1, 1], [0, 0]]),
+              # p4 is only in this one: a gain pairs the problems both evaluations hold
+              "rl_stage1": _artifact(tmp_path, "r", results, [[1, 1], [1, 0], [1, 1], [0, 0], [1, 1]])}
+    (tmp_path / "report").mkdir()
+    metrics = compare.run(inputs, tmp_path / "report")
+    gains = pd.read_csv(tmp_path / "report" / "gains.csv")
+    rl_over_sft = gains[(gains.checkpoint == "rl_stage1") & (gains.over == "sft")].iloc[0]
+    # per-problem differences 0.5, 0.5, 0, 0: mean 0.25, unbiased sd 0.2887, over sqrt(4)
+    assert rl_over_sft.gain == pytest.approx(0.25) and rl_over_sft.stderr == pytest.approx(0.1443, abs=1e-4)
+    assert rl_over_sft.problems == 4 and rl_over_sft.z == pytest.approx(1.732, abs=1e-3)
+    assert set(zip(gains.checkpoint, gains.over, strict=True)) == {("sft", "base"), ("rl_stage1", "base"),
+                                                                   ("rl_stage1", "sft")}
+    assert metrics["rl_stage1_synthetic_eval_gain_over_base"] == pytest.approx(0.625)
+    card = (tmp_path / "report" / "comparison.md").read_text()
+    assert "| synthetic_eval | rl_stage1 | +62.5 ± 23.9 (z 2.6) | +25.0 ± 14.4 (z 1.7) |" in card
+    assert "rl_stage1 over SFT by at least 3 paired standard errors: **does not hold**" in card
+    # over SFT: differences 0.5, 0.5, 0, 0.5, 0.5, 0.5, mean 0.417 ± 0.083, z 5; base has p0-p3 only
+    inputs["rl_stage1"] = _artifact(tmp_path, "r2", results, [[1, 1], [1, 0], [1, 1], [1, 0], [1, 0], [1, 0]])
+    inputs["sft"] = _artifact(tmp_path, "s2", results, [[1, 0], [0, 0], [1, 1], [0, 0], [0, 0], [0, 0]])
+    (tmp_path / "report2").mkdir()
+    compare.run(inputs, tmp_path / "report2")
+    card = (tmp_path / "report2" / "comparison.md").read_text()
+    assert "| synthetic_eval | rl_stage1 | +75.0 ± 14.4 (z 5.2) | +41.7 ± 8.3 (z 5.0) |" in card and "**holds**" in card
