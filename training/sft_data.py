@@ -32,7 +32,7 @@ class SFTDataError(StageInputError):
     pass
 
 
-def _message(m: dict, where: str) -> dict:
+def chat_message(m: dict, where: str) -> dict:
     out = {"role": m["role"], "content": m.get("content") or ""}
     calls = []
     for k, call in enumerate(m.get("tool_calls") or []):
@@ -59,7 +59,7 @@ def chat_rows(path: Path) -> list[dict]:
                 raise SFTDataError(f"{where}: field `tools` is not a JSON list")
         except json.JSONDecodeError as e:
             raise SFTDataError(f"{where}: field `tools` is not JSON ({e})") from None
-        messages = [_message(m, f"{where} messages[{j}]") for j, m in enumerate(row["messages"])]
+        messages = [chat_message(m, f"{where} messages[{j}]") for j, m in enumerate(row["messages"])]
         if not any(m["role"] == "assistant" for m in messages):
             raise SFTDataError(f"{where}: no assistant turn, nothing to train on")
         rows.append({"id": row["id"], "messages": messages, "tools": tools})

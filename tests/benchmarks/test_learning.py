@@ -2,8 +2,8 @@
 runs through the real stages, both RL arms start from one SFT checkpoint, reward and loss
 stay finite, both arms' weights move, and the report is written.
 
-A tiny model that learns the synthetic task needs ~1000 SFT steps (README), too long for
-CI. So this run's SFT memorises 8 demonstrations and RL trains on the same 8 problems
+A tiny model that learns the synthetic task needs a few hundred SFT steps (README), too long
+for CI. So this run's SFT memorises 8 demonstrations and RL trains on the same 8 problems
 (given as a local DAPO-format file): the policy then solves some of its rollouts and not
 others, which gives real, non-zero advantages without any stand-in reward.
 """
@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from safetensors.torch import load_file
 
-from benchmarks.learning import ARMS, run
+from benchmarks.learning import ARMS, graph_nodes, run, seed_overrides
+from benchmarks.learning_seeds import pooled, write_seeds_report
 from datalib import synthetic
 from datalib.intake import entry_labels
 
@@ -81,3 +82,38 @@ def test_weights_changed_in_both_arms(report):
         rl = load_file(f"{summary['artifacts'][f'rl_{arm}']}/model/model.safetensors")
         moved = max((rl[k] - sft[k]).abs().max().item() for k in sft)
         assert moved > 1e-6, f"{arm}: weights did not change"
+
+
+def test_the_graph_feeds_each_arm_its_own_checkpoint():
+    nodes = graph_nodes()
+    for arm in ARMS:
+        assert nodes[f"rl {arm}"].feeds == {"sft": "sft", "decontaminate": "decontaminate"}
+        assert nodes[f"eval {arm}"].stage == "eval_rl_stage1"
+        assert nodes[f"eval {arm}"].feeds == {"rl_stage1": f"rl {arm}"}
+    assert nodes["eval sft"].feeds == {"sft": "sft"} and nodes["rl grpo"].arm == "grpo"
+    assert seed_overrides(2) == ["model.tiny.init_seed=2", "sft.seed=2", "rl.seed=2"]
+
+
+def test_seeds_report_pools_each_claim(report, tmp_path):
+    base = json.loads((report / "learning.json").read_text())
+    seeds = {}
+    # RoC's gain over SFT per seed (0.10 ± 0.02, 0.04 ± 0.03, 0.07 ± 0.02): pooled 0.07 ± 0.0137
+    for seed, (gain, se) in enumerate([(0.10, 0.02), (0.04, 0.03), (0.07, 0.02)]):
+        s = json.loads(json.dumps(base))
+        s["gains"]["grpo_roc"] = [gain, se, 8]
+        s["gains"]["grpo"] = [0.01, 0.02, 8]
+        s["error_ratio_correct_roc_minus_grpo"] = [-0.05, 0.01]
+        (tmp_path / f"seed-{seed}").mkdir()
+        (tmp_path / f"seed-{seed}" / "learning.json").write_text(json.dumps(s))
+        seeds[seed] = tmp_path / f"seed-{seed}"
+    assert pooled([(0.10, 0.02), (0.04, 0.03), (0.07, 0.02)]) == pytest.approx((0.07, math.sqrt(0.0017) / 3))
+    out = write_seeds_report(seeds, tmp_path)
+    text = (out / "seeds.md").read_text()
+    assert "| RL (grpo_roc) - SFT, test pass@1 | 0.100 ± 0.020 (5.0) | 0.040 ± 0.030 (1.3) | 0.070 ± 0.020 (3.5) " \
+           "| 0.070 ± 0.014 (5.1) | **holds** | 2 of 3 |" in text
+    assert "| RL (grpo) - SFT, test pass@1 |" in text and "| does not hold | 0 of 3 |" in text
+    # errors falling under RoC is the claim's direction: -0.05 ± 0.01 per seed holds
+    assert "| -0.050 ± 0.006 (-8.7) | **holds** | 3 of 3 |" in text
+    summary = json.loads((out / "seeds.json").read_text())
+    assert summary["RL (grpo_roc) - SFT, test pass@1"]["seeds_held"] == 2
+    assert (out / "seeds.png").stat().st_size > 0
