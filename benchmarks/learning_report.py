@@ -24,7 +24,7 @@ from configs.schema import PipelineConfig
 from datalib.eval_texts import synthetic_eval_set
 from datalib.tables import read_problems
 from evaluation.evaluate import sample_outcomes
-from evaluation.paired import Z_HOLDS, holds, paired_gain
+from evaluation.paired import Z_HOLDS, holds, paired_gain, z_score
 from evaluation.results import EvalResults
 from orchestrator.store import ArtifactRef, ArtifactStore
 from rollout.metrics import tool_error_ratio_estimate, tool_errors
@@ -131,7 +131,8 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
     """Write learning.md, learning.csv, learning.png and learning.json into `out`; returns `out`."""
     out.mkdir(parents=True, exist_ok=True)
     bench = cfg.eval.benchmarks[0].name
-    samples = {k: pd.read_parquet(store.local_path(r) / "samples" / f"{bench}.parquet") for k, r in evals.items()}
+    samples = {k: pd.read_parquet(store.local_path(r) / artifacts.SAMPLES / f"{bench}.parquet")
+               for k, r in evals.items()}
     results = {k: EvalResults.read(store.local_path(r)).benchmarks[bench] for k, r in evals.items()}
     curves = {arm: pd.read_csv(store.local_path(r) / artifacts.CURVES) for arm, r in rl_refs.items()}
     long = pd.concat([df.assign(arm=arm) for arm, df in curves.items()])
@@ -179,7 +180,7 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
         gain, se, _ = gains.get(name, (math.nan, math.nan, 0))
         err, err_se, _ = errors[name]
         lines.append(f"| {name} | {_fmt(m.pass1)} | {_fmt(m.pass1_stderr)} | {_fmt(m.number(f'pass@{k}'))} | "
-                     f"{_fmt(gain)} ± {_fmt(se)} | {_fmt(gain / se if se else math.nan, 1)} | "
+                     f"{_fmt(gain)} ± {_fmt(se)} | {_fmt(z_score(gain, se), 1)} | "
                      f"{_fmt(err)} ± {_fmt(err_se)} | {_fmt(m.response_tokens_mean, 1)} | "
                      f"{_fmt(m.tool_calls_per_trajectory, 2)} |")
     claim1 = {arm: holds(*gains[arm][:2]) for arm in curves}

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from benchmarks.learning import ARMS
-from evaluation.paired import Z_HOLDS, holds
+from evaluation.paired import Z_HOLDS, holds, z_score
 
 
 def pooled(estimates: list[tuple[float, float]]) -> tuple[float, float]:
@@ -79,10 +79,10 @@ def write_seeds_report(reports: dict[int, Path], out: Path) -> Path:
         sign = -1.0 if name.startswith("GRPO-RoC") else 1.0  # errors should fall
         mean, se = pooled(ests)
         held = sum(holds(sign * m, s) for m, s in ests)
-        cells = [f"{_fmt(m)} ± {_fmt(s)} ({_fmt(m / s if s else math.nan, 1)})" for m, s in ests]
+        cells = [f"{_fmt(m)} ± {_fmt(s)} ({_fmt(z_score(m, s), 1)})" for m, s in ests]
         verdict = "**holds**" if holds(sign * mean, se) else "does not hold"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {_fmt(mean)} ± {_fmt(se)} "
-                     f"({_fmt(mean / se if se else math.nan, 1)}) | {verdict} | {held} of {len(ests)} |")
+                     f"({_fmt(z_score(mean, se), 1)}) | {verdict} | {held} of {len(ests)} |")
         summary[name] = {"per_seed": ests, "pooled": (mean, se), "holds": holds(sign * mean, se), "seeds_held": held}
     lines += ["", "| seed | SFT pass@1 | " + " | ".join(f"{a} pass@1" for a in ARMS) + " | wall time |",
               "|---|---|" + "---|" * (len(ARMS) + 1)]
