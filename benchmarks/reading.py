@@ -38,7 +38,9 @@ _READ = textwrap.dedent("""
     before, start = peak(), time.process_time()
     rows = SourceRows(sys.argv[1], columns=["id", "text"])
     seen = sum(1 for r in rows.iter(seed=None if sys.argv[2] == "file" else 1) if r.data is not None)
-    print(seen, time.process_time() - start, peak() - before)
+    arrow = sys.modules.get("pyarrow")  # what Arrow's pool held at most, whatever the allocator keeps resident
+    print(seen, time.process_time() - start, peak() - before,
+          arrow.default_memory_pool().max_memory() / 2**20 if arrow else 0.0)
 """)
 
 
@@ -58,13 +60,14 @@ def write_rows(path: Path, kind: str, n: int) -> None:
         path.write_bytes(gzip.compress(lines, compresslevel=1) if kind.endswith(".gz") else lines)
 
 
-def read_in_fresh_process(path: Path, order: str, tree: Path = REPO_ROOT) -> tuple[int, float, float]:
-    """(readable rows seen, CPU seconds, peak MiB above the imports) of opening the source and
-    reading every row once, in file order (`order="file"`) or in a seeded order ("seeded")."""
+def read_in_fresh_process(path: Path, order: str, tree: Path = REPO_ROOT) -> tuple[int, float, float, float]:
+    """(readable rows seen, CPU seconds, peak MiB above the imports, peak MiB of Arrow's memory
+    pool) of opening the source and reading every row once, in file order (`order="file"`) or in
+    a seeded order ("seeded")."""
     out = subprocess.run([sys.executable, "-c", _READ, str(path), order], cwd=tree, capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
-    seen, cpu, mib = out.stdout.split()
-    return int(seen), float(cpu), float(mib)
+    seen, cpu, mib, arrow = out.stdout.split()
+    return int(seen), float(cpu), float(mib), float(arrow)
 
 
 def main() -> None:
@@ -89,7 +92,7 @@ def main() -> None:
                 mb = path.stat().st_size / 2**20
                 for name, tree in trees.items():
                     for order in ("file", "seeded"):
-                        seen, cpu, peak = read_in_fresh_process(path, order, tree)
+                        seen, cpu, peak, _ = read_in_fresh_process(path, order, tree)
                         assert seen == n, (name, kind, order, seen)
                         results[name, n, order] = (cpu, peak)
                         print(f"{kind:8} {n:>6} rows ({mb:4.1f} MiB on disk) {order:6} {name:>13}: "
