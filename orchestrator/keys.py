@@ -47,7 +47,7 @@ def local_file_digests(payload: object) -> dict[str, str]:
     for node in _location_nodes(payload):
         location = node["location"]
         if "://" not in location and (path := resolve_local(location)).exists():
-            found[location] = digest_dir(path) if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+            found[location] = digest_dir(path, skip=()) if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
     return found
 
 

@@ -42,12 +42,17 @@ class ArtifactRef(BaseModel):
     uri: str  # where the artifact directory lives
 
 
-def digest_dir(path: Path) -> str:
-    """sha256 over sorted relative paths and file contents, manifest excluded."""
+ARTIFACT_METADATA = (artifacts.MANIFEST, artifacts.CARD)
+
+
+def digest_dir(path: Path, skip: tuple[str, ...] = ARTIFACT_METADATA) -> str:
+    """sha256 over sorted relative paths and file contents, the top-level files `skip` names
+    excluded: an artifact's manifest and card say when, how long and at which commit it was
+    made, so two runs that compute the same files get the same digest."""
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
         rel = f.relative_to(path).as_posix()
-        if rel == artifacts.MANIFEST:
+        if rel in skip:
             continue
         h.update(rel.encode() + b"\0")
         with f.open("rb") as fh:

@@ -30,6 +30,25 @@ def toy_log(tmp_path, monkeypatch):
     return log
 
 
+def test_the_digest_is_the_content_not_when_or_how_long_it_was_made(tmp_path):
+    """The card says how long a run took and at which commit: two runs that write the same
+    files must still share a digest (a resumed stage is checked against an uninterrupted one)."""
+    store = ArtifactStore(str(tmp_path / "store"))
+    digests = []
+    for took in ("0.0", "7.3"):
+        with store.staging() as tmp:
+            (tmp / "values.json").write_text("[1, 2]")
+            (tmp / "card.md").write_text(f"# a\n\nmade in {took} s at commit `abc`\n")
+            digests.append(store.commit(tmp, "a", f"key-{took}", {"metrics": {}}).digest)
+    assert digests[0] == digests[1]
+    data = tmp_path / "data"  # a user's input folder is hashed whole, whatever its files are named
+    data.mkdir()
+    (data / "card.md").write_text("x")
+    before = digest_dir(data, skip=())
+    (data / "card.md").write_text("y")
+    assert digest_dir(data, skip=()) != before
+
+
 def test_commit_writes_manifest_and_is_content_addressed(tmp_path, toy_log):
     store = ArtifactStore(str(tmp_path / "store"))
     ref = run_stage(A, PipelineConfig(), {}, store)
