@@ -185,9 +185,20 @@ class RLConfig(Section):
     clip_low: float = 0.2
     clip_high: float = 0.28
     micro_batch_per_device: int = operational(1, ge=1)  # per-device memory only: the loss is a global token mean
+    # Asynchronous RL (SPEC §4, beyond the paper): the engines roll out the next steps while
+    # the trainer updates, and no trajectory is trained more than this many optimizer steps
+    # after the weights that generated it. 0: every step on-policy, as the paper.
+    max_staleness_steps: int = Field(0, ge=0)
     # Old log-probs of the PPO ratio: the trainer's own before the update (the reference's
-    # default) or the engine's sampling log-probs (no extra forward pass).
-    old_logprobs: Literal["recompute", "engine"] = "recompute"
+    # default), or the engine's sampling log-probs, the behaviour policy's (no extra forward
+    # pass). None: `recompute` when synchronous, `engine` when asynchronous, so that the clip
+    # binds on the policy's lag (with `recompute` and one optimizer step per RL step the
+    # ratio is 1 and the clip never binds).
+    old_logprobs: Literal["recompute", "engine"] | None = None
+    # Truncated importance sampling (TIS): weight each token's loss by min(pi_trainer /
+    # pi_behaviour, cap), detached, with the ratio taken against the trainer's own log-probs
+    # (decoupled PPO). None: off. It corrects for engine/trainer mismatch and for staleness.
+    tis_cap: float | None = Field(None, gt=0)
     seed: int = 0  # problem order, rollout sampling and selection draws, all per step
     checkpoint_every_steps: int = operational(10, ge=1)  # where a killed stage resumes from
     prm_batch_size: int = operational(8, ge=1)  # PROF/Blend: responses per PRM forward pass
@@ -201,8 +212,18 @@ class RLConfig(Section):
     stage3_filter: Stage3FilterConfig = Stage3FilterConfig()
     stage3: RLStageConfig = RLStageConfig(max_response_tokens=12288, max_turns=15, steps=125)
 
+    @property
+    def old_logprob_source(self) -> Literal["recompute", "engine"]:
+        """`old_logprobs` resolved: None picks by staleness and TIS (see the field)."""
+        if self.old_logprobs is not None:
+            return self.old_logprobs
+        return "engine" if self.max_staleness_steps > 0 and self.tis_cap is None else "recompute"
+
     @model_validator(mode="after")
     def _kept_fits(self) -> RLConfig:
+        if self.tis_cap is not None and self.old_logprobs == "engine":
+            raise ValueError("rl.tis_cap weighs tokens by pi_trainer / pi_engine with the ratio taken against the "
+                             "trainer's own log-probs: set rl.old_logprobs to recompute or leave it unset")
         if not 0 < self.kept_per_prompt <= self.rollouts_per_prompt:
             raise ValueError(
                 f"rl.kept_per_prompt ({self.kept_per_prompt}) must be in 1..rl.rollouts_per_prompt "

@@ -47,7 +47,8 @@ def local_file_digests(payload: object) -> dict[str, str]:
     for node in _location_nodes(payload):
         location = node["location"]
         if "://" not in location and (path := resolve_local(location)).exists():
-            found[location] = digest_dir(path, skip=()) if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+            is_dir = path.is_dir()
+            found[location] = digest_dir(path, skip=()) if is_dir else hashlib.sha256(path.read_bytes()).hexdigest()
     return found
 
 

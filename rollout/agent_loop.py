@@ -84,6 +84,7 @@ class AgentState:
         """Append the model's turn and decide whether tool calls follow."""
         t = self.trajectory
         t.append(result.output_ids, 1, result.logprobs)
+        t.weight_versions.append(result.weight_version)
         text = self.fmt.decode(result.output_ids)
         t.turns.append(text)
         closed = bool(result.output_ids) and result.output_ids[-1] == self.fmt.end_of_turn_id

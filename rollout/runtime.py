@@ -5,7 +5,7 @@ async with build_runtime(cfg.rollout, cfg.sandbox, model_path, tokenizer_path, p
     groups = await rt.sample_and_score([Problem(text, answer) ...], samples_per_problem=16, settings=settings)
     groups[i].scored, groups[i].solved     # problem i's finished trajectories, how many scored 1
     groups.failed, groups.failures         # trajectories the engines never finished, and why
-    await rt.update_weights(checkpoint_dir)   # after an RL step
+    await rt.update_weights(checkpoint_dir)   # after an RL step: returns the new weight version
 
 `sample_and_score` is the one loop of generate -> run tools -> verify in the project: RL
 steps, SFT's held-out check, the stage-3 filter, the agreement filter and evaluation all
@@ -22,7 +22,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol
 
@@ -64,6 +64,7 @@ class RolloutRuntime:
         self.sandbox = sandbox  # runs tool calls and verifies answers (sandbox.client.SandboxClient)
         self.progress = progress
         self._schedule = get_scheduler(cfg.scheduler)
+        self.weight_version = 0  # weight pushes so far: the engines answer under this version
 
     async def sample_and_score(
         self,
@@ -132,11 +133,23 @@ class RolloutRuntime:
         if self.progress is not None:
             self.progress(done, total, message)
 
-    async def update_weights(self, path: str) -> None:
-        """Push new policy weights to every engine and drop prefixes cached under the old ones."""
+    async def update_weights(self, path: str) -> int:
+        """Push new policy weights to every engine and drop prefixes cached under the old ones;
+        returns their version, which the results answered under them carry."""
+        version = self.weight_version + 1
         for engine in self.engines:
-            await engine.update_weights(path)
+            await engine.update_weights(path, version)
             await engine.flush_cache()
+        self.weight_version = version
+        return version
+
+    async def load_state_dict(self, state: Mapping[str, object]) -> int:
+        """`update_weights` from memory, for engines that hold their model in this process (`hf`)."""
+        version = self.weight_version + 1
+        for engine in self.engines:
+            await engine.load_state_dict(state, version)
+        self.weight_version = version
+        return version
 
 
 @asynccontextmanager

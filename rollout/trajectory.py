@@ -62,6 +62,9 @@ class Trajectory:
     engine_attempts: int = 0  # generation requests that failed and were retried or gave up
     engine_index: int = -1  # engine that served its turns (pinned, SPEC §4; moved only after an engine error)
     seed: int = 0  # sampling seed of the first turn; turn k uses seed + k
+    # Per assistant turn, the weight version that answered it (GenerationResult.weight_version):
+    # what asynchronous RL measures staleness by. None where the engine could not tell.
+    weight_versions: list[int | None] = field(default_factory=list)
     timings: Timings = field(default_factory=Timings)
     reward: float | None = None  # 1.0 / 0.0 once scored (rollout.reward.score)
     verify_status: VerifyStatus | None = None  # ok | timeout | error once scored
@@ -85,6 +88,12 @@ class Trajectory:
         if self.reward is None:
             raise ValueError(f"trajectory {self.problem_index}/{self.sample_index} has no reward (failed or unscored)")
         return Outcome(self.reward, self.call_statuses, self.final_answer, self.response_tokens, self.finish_reason)
+
+    @property
+    def oldest_weights(self) -> int | None:
+        """The oldest weight version among its turns (None when no turn reported one)."""
+        known = [v for v in self.weight_versions if v is not None]
+        return min(known) if known else None
 
     @property
     def num_turns(self) -> int:

@@ -5,9 +5,11 @@ A step: take `prompts_per_step` problems, roll out the algorithm's group per pro
 the dynamic scheduler (rollout runtime + code service), reward by math-verify, select
 (training/selection.py), compute advantages over the kept group, make one optimizer step
 (training/rl_policy.py) and push the new weights to the engines (in memory for `hf`;
-written to disk and loaded by `update_weights_from_disk` otherwise). The rollouts of a
-step all finish before the update, so every step is on-policy. A step where no group
-survives selection is skipped and logged. Failed trajectories are counted and left out.
+written to disk and loaded by `update_weights_from_disk` otherwise). By default the rollouts
+of a step all finish before the update, so every step is on-policy; with
+`rl.max_staleness_steps` k > 0 the engines roll out the next k steps while the trainer
+updates (training/rl_async.py). A step where no group survives selection is skipped and
+logged. Failed trajectories are counted and left out.
 
 Inputs, by role (orchestrator/stages.py wires them): `policy`, the model of the stage
 before (its `rl_state.json`, when it has one, says which global step to count from);
@@ -31,6 +33,7 @@ import logging
 import random
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +53,7 @@ from rollout.trajectory import Trajectory
 from stagekit import artifacts, progress
 from stagekit.workdir import WorkDir
 from training.prm import prm_response
+from training.rl_async import RolloutsAhead, WeightSteps
 from training.rl_metrics import RLCurves, plot_rl_curves, rollout_metrics, time_split
 from training.rl_policy import Policy
 from training.selection import rollouts_per_prompt, select_batch
@@ -71,14 +75,12 @@ def step_problems(problems: list[RLProblem], step: int, per_step: int, seed: int
     return out
 
 
-async def push_weights(rt: RolloutRuntime, policy: Policy, scratch: Path, tokenizer) -> None:
+async def push_weights(rt: RolloutRuntime, policy: Policy, scratch: Path, tokenizer) -> int:
+    """The policy's weights to every engine, between requests; returns their weight version."""
     if all(hasattr(e, "load_state_dict") for e in rt.engines):
-        state = policy.state_dict()
-        for engine in rt.engines:
-            await engine.load_state_dict(state)
-    else:
-        policy.save_model(scratch, tokenizer)
-        await rt.update_weights(str(scratch))
+        return await rt.load_state_dict(policy.state_dict())
+    policy.save_model(scratch, tokenizer)
+    return await rt.update_weights(str(scratch))
 
 
 def zero_truncated(groups: list[list[Trajectory]], rule: str) -> int:
@@ -128,6 +130,15 @@ async def rollout_step(rt: RolloutRuntime, problems: list[RLProblem], cfg: RLSta
     metrics |= time_split(scored, groups.rollout_s) | {"verification_s": groups.verification_s, "selection_s": t3 - t2,
                                                        "truncated_correct_zeroed": zeroed}
     return StepRollout(kept, advantages, metrics, scored)
+
+
+def staleness_metrics(staleness: list[int], bound: int, stage: str) -> dict[str, float]:
+    """The kept trajectories' staleness (steps since their oldest weights); past the bound is a bug."""
+    if staleness and max(staleness) > bound:
+        raise RuntimeError(f"{stage}: a trajectory {max(staleness)} steps stale reached the update "
+                           f"(rl.max_staleness_steps is {bound})")
+    n = max(len(staleness), 1)
+    return {"staleness_mean": sum(staleness) / n, "staleness_max": max(staleness, default=0)}
 
 
 def _checkpoint(work: WorkDir, step: int, policy: Policy, out_dir: Path) -> None:
@@ -187,37 +198,55 @@ async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandb
     prm = _load_prm(rl, scratch.parent, model_dir) if main else None
     runtime = build_runtime(rollout, sandbox, str(model_dir), str(model_dir), progress=progress.report) if main \
         else nullcontext(None)
+    k = rl.max_staleness_steps
+    # Asynchronous: the trainer works in its own thread, so that the event loop goes on
+    # rolling out (engine batches, tool calls) beside it. Synchronous: as before, inline.
+    trainer = ThreadPoolExecutor(1, "trainer", initializer=policy.bind_thread) if k > 0 else None
+
+    async def on_trainer(fn, *args):  # noqa: ANN001, ANN202
+        return await asyncio.get_running_loop().run_in_executor(trainer, fn, *args) if trainer else fn(*args)
+
     async with runtime as rt:
         if main and ckpt:
             await push_weights(rt, policy, scratch, tokenizer)
-        for i in range(done, cfg.steps):
-            step = first + i
-            t0 = time.perf_counter()
-            if main:
-                batch = step_problems(problems, step, rl.prompts_per_step, rl.seed)
-                # The rollouts' progress fills the first 90 % of this step's slice of the bar.
-                with progress.step(i, cfg.steps, f"{stage}: step {i + 1}/{cfg.steps}"), progress.share(0.0, 0.9):
-                    result = await rollout_step(rt, batch, cfg, rl, step, prm)
-                payload = [(result.kept, result.advantages, result.metrics)]
-            else:
-                payload = [None]
-            # Rolled out once, on the main process; every process gets the kept list.
-            kept, advantages, row = broadcast_object_list(payload)[0] if policy.world > 1 else payload[0]
-            t1 = time.perf_counter()
-            if kept:
-                row |= vars(policy.update(kept, advantages))
-            else:
-                log.warning("%s step %d: no group survived selection; the step is skipped", stage, step + 1)
-            t2 = time.perf_counter()
-            if main:
+        weights = WeightSteps(done, rt.weight_version if main else 0)
+
+        async def roll(i: int) -> StepRollout:
+            # The rollouts' progress fills the first 90 % of this step's slice of the bar.
+            with progress.step(i, cfg.steps, f"{stage}: step {i + 1}/{cfg.steps}"), progress.share(0.0, 0.9):
+                return await rollout_step(rt, step_problems(problems, first + i, rl.prompts_per_step, rl.seed),
+                                          cfg, rl, first + i, prm)
+
+        ahead = RolloutsAhead(range(done, cfg.steps), k, weights, roll) if main else nullcontext()
+        async with ahead:
+            for i in range(done, cfg.steps):
+                step = first + i
+                t0 = time.perf_counter()
+                if main:
+                    result, started_at = await ahead.get()
+                    row = result.metrics | staleness_metrics(weights.staleness(i, result.kept, started_at), k, stage)
+                    payload = [(result.kept, result.advantages, row)]
+                else:
+                    payload = [None]
+                # Rolled out once, on the main process; every process gets the kept list.
+                kept, advantages, row = broadcast_object_list(payload)[0] if policy.world > 1 else payload[0]
+                t1 = time.perf_counter()
                 if kept:
-                    await push_weights(rt, policy, scratch, tokenizer)
-                row |= {"step": step + 1, "update_s": t2 - t1, "step_s": time.perf_counter() - t0,
-                        "rollout_wall_s": t1 - t0, "kept": len(kept), "skipped": int(not kept)}
-                curves.log(row)
-                progress.report(i + 1, cfg.steps, f"{stage}: step {i + 1}/{cfg.steps}")
-            if work and ((i + 1) % rl.checkpoint_every_steps == 0 or i + 1 == cfg.steps):
-                _checkpoint(work, i + 1, policy, out_dir)
+                    row |= vars(await on_trainer(policy.update, kept, advantages))
+                else:
+                    log.warning("%s step %d: no group survived selection; the step is skipped", stage, step + 1)
+                t2 = time.perf_counter()
+                if main:
+                    version = await push_weights(rt, policy, scratch, tokenizer) if kept else None
+                    await weights.advance(i + 1, version)
+                    row |= {"step": step + 1, "update_s": t2 - t1, "step_s": time.perf_counter() - t0,
+                            "rollout_wall_s": t1 - t0, "kept": len(kept), "skipped": int(not kept)}
+                    curves.log(row)
+                    progress.report(i + 1, cfg.steps, f"{stage}: step {i + 1}/{cfg.steps}")
+                if work and ((i + 1) % rl.checkpoint_every_steps == 0 or i + 1 == cfg.steps):
+                    await on_trainer(_checkpoint, work, i + 1, policy, out_dir)
+    if trainer:
+        trainer.shutdown()
     policy.save_model(out_dir / artifacts.MODEL, tokenizer)
     policy.save_state(out_dir / artifacts.TRAINER_STATE)
     if not main:

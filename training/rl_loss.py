@@ -126,6 +126,7 @@ def policy_loss(
     clip_high: float,
     loss_tokens_total: int,
     dp_world_size: int = 1,
+    token_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """This micro-batch's share of the step's token-mean clipped loss, and its summed statistics.
 
@@ -135,7 +136,8 @@ def policy_loss(
     gradients over processes, so the loss is multiplied by `dp_world_size` for the averaged
     gradient to be that of the global mean (TRL's dapo normaliser divides by num_processes
     for the same reason). Statistics are sums over this micro-batch's loss tokens, unscaled:
-    add them up over the step and divide by `loss_tokens_total`.
+    add them up over the step and divide by `loss_tokens_total`. `token_weights` ([B, T],
+    no gradient): per-token factors of the loss, the truncated importance weights of TIS.
     """
     if loss_tokens_total < 1:
         raise ValueError(f"loss_tokens_total must be at least 1, got {loss_tokens_total}")
@@ -149,6 +151,8 @@ def policy_loss(
     clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     # max of the negated objectives = min of the objectives: the pessimistic bound of PPO.
     per_token = torch.maximum(unclipped, clipped)
+    if token_weights is not None:
+        per_token = per_token * token_weights.detach().to(per_token.dtype)
     token_sum = (per_token * mask).sum()
     loss = token_sum * (dp_world_size / loss_tokens_total)
     with torch.no_grad():
@@ -159,6 +163,10 @@ def policy_loss(
             "loss_tokens": float(mask.sum()),
             "loss_sum": float(token_sum),
             "ratio_sum": float((ratio * mask).sum()),
+            "ratio_sq_sum": float((ratio.square() * mask).sum()),
+            # Extremes over the loss tokens (+inf / -inf when there are none).
+            "ratio_min": float(torch.where(mask > 0, ratio, torch.full_like(ratio, float("inf"))).min()),
+            "ratio_max": float(torch.where(mask > 0, ratio, torch.full_like(ratio, float("-inf"))).max()),
             "clipped_low": float(low.sum()),
             "clipped_high": float(high.sum()),
             "clipped_tokens": float((low | high).sum()),

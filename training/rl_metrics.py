@@ -34,6 +34,9 @@ PLOTS = (
     ("tokens/s", ("tokens_per_s",)),
     ("loss", ("loss",)),
     ("grad norm", ("grad_norm",)),
+    ("staleness (steps)", ("staleness_mean", "staleness_max")),
+    ("PPO ratio", ("ratio_mean", "ratio_min", "ratio_max")),
+    ("clipped share", ("clip_ratio",)),
 )
 
 

@@ -16,9 +16,11 @@ The micro-batch count varies from step to step, so the DeepSpeed boundary is set
 micro-batch rather than by a fixed accumulation count. The DeepSpeed path was not run
 here (no GPU); DDP on CPU/gloo is what the tests run.
 
-Old log-probs: `recompute` (the reference's default: the trainer's own log-probs before
-the update, no gradient) or `engine` (the sampling log-probs the engine returned). There
-is one optimizer step per RL step, so `recompute` is the current forward pass detached.
+Old log-probs (`rl.old_logprob_source`): `recompute` (the reference's default: the trainer's
+own log-probs before the update, no gradient) or `engine` (the sampling log-probs the engine
+returned: the behaviour policy's, which asynchronous RL needs). There is one optimizer step
+per RL step, so `recompute` is the current forward pass detached. `rl.tis_cap` adds
+truncated importance weights min(exp(recomputed - engine), cap) per token.
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ class UpdateStats:
     learning_rate: float
     loss_tokens: int  # model-generated tokens the loss averaged over
     clip_ratio: float  # share of loss tokens whose ratio was clipped
+    # The PPO ratio over the loss tokens, at the step's forward pass (before the update): its
+    # spread is the policy's lag behind the weights that sampled, plus engine/trainer mismatch.
+    ratio_mean: float = 1.0
+    ratio_std: float = 0.0
+    ratio_min: float = 1.0
+    ratio_max: float = 1.0
+    tis_mean: float = 1.0  # mean truncated importance weight (1 when rl.tis_cap is unset)
+    tis_capped: float = 0.0  # share of loss tokens whose weight the cap cut
 
 
 class Policy:
@@ -67,6 +77,12 @@ class Policy:
     @property
     def world(self) -> int:
         return self.accelerator.num_processes
+
+    def bind_thread(self) -> None:
+        """Make the calling thread train on this policy's device (accelerate sets the CUDA
+        device in the thread that built it only); asynchronous RL trains in its own thread."""
+        if self.accelerator.device.type == "cuda":
+            torch.cuda.set_device(self.accelerator.device)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return self.accelerator.get_state_dict(self.model)
@@ -96,7 +112,9 @@ class Policy:
         device = self.accelerator.device
         temperature = self.rl.temperature
         self.model.train()
-        loss_sum = clipped = 0.0
+        source, cap = self.rl.old_logprob_source, self.rl.tis_cap
+        sums = torch.zeros(6, dtype=torch.float64)  # loss, clipped, ratio, ratio², tis weight, tis capped
+        lows, highs = [math.inf], [-math.inf]
         chunks = self._shard(kept, advantages)
         for k, (trajs, advs) in enumerate(chunks):
             # Under DeepSpeed, accelerate's backward steps the engine at a sync boundary:
@@ -107,20 +125,33 @@ class Policy:
             new = token_logprobs(self.model, mb.input_ids, mb.attention_mask, temperature)
             # One optimizer step per RL step: the weights before the update are the ones this
             # forward pass ran with, so "recompute" is the detached value (ratio 1), no extra pass.
-            old = new.detach() if self.rl.old_logprobs == "recompute" else mb.old_logprobs
+            old = new.detach() if source == "recompute" else mb.old_logprobs
+            weights = None
+            if cap is not None:  # mb.old_logprobs are the engine's: the behaviour policy's
+                log_w = torch.where(mb.loss_mask > 0, new.detach() - mb.old_logprobs, torch.zeros_like(new))
+                weights = torch.exp(log_w).clamp(max=cap)
             loss, stats = policy_loss(new, old, mb.advantages, mb.loss_mask, self.rl.clip_low, self.rl.clip_high,
-                                      total, dp_world_size=self.world)
+                                      total, dp_world_size=self.world, token_weights=weights)
             self.accelerator.backward(loss * (0.0 if dummy else 1.0))
             if not dummy:
-                loss_sum += stats["loss_sum"] / total
-                clipped += stats["clipped_tokens"]
+                tis = (weights * mb.loss_mask).sum().item() if weights is not None else stats["loss_tokens"]
+                capped = ((weights >= cap) & (mb.loss_mask > 0)).sum().item() if weights is not None else 0.0
+                sums += torch.tensor([stats["loss_sum"] / total, stats["clipped_tokens"], stats["ratio_sum"],
+                                      stats["ratio_sq_sum"], tis, capped], dtype=torch.float64)
+                lows.append(stats["ratio_min"])
+                highs.append(stats["ratio_max"])
         grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.rl.grad_clip)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        sums = self.accelerator.reduce(torch.tensor([loss_sum, clipped], device=device), reduction="sum").tolist()
-        return UpdateStats(sums[0], float(grad_norm), lr, total, sums[1] / total)
+        s = self.accelerator.reduce(sums.to(device), reduction="sum").tolist()
+        extremes = self.accelerator.gather(torch.tensor([[min(lows), max(highs)]], device=device)).tolist()
+        mean = s[2] / total
+        return UpdateStats(s[0], float(grad_norm), lr, total, s[1] / total, ratio_mean=mean,
+                           ratio_std=math.sqrt(max(s[3] / total - mean * mean, 0.0)),
+                           ratio_min=min(e[0] for e in extremes), ratio_max=max(e[1] for e in extremes),
+                           tis_mean=s[4] / total, tis_capped=s[5] / total)
 
     def save_state(self, path: Path) -> None:
         """Model, optimizer, scheduler and RNG states (accelerate's format), to resume or continue."""

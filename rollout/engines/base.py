@@ -37,6 +37,9 @@ class GenerationResult:
     logprobs: list[float]  # per output token, log-prob under the sampling distribution (natural log)
     finish_reason: FinishReason  # "stop": a stop token was emitted; "length": max_new_tokens reached
     stop_token_id: int | None = None  # which token ended it when "stop" (SGLang's finish_reason.matched)
+    # The policy version (rollout runtime's count of weight pushes) whose weights answered the
+    # whole request; None when the engine cannot tell. Engines load weights between requests.
+    weight_version: int | None = None
 
 
 class EngineError(RuntimeError):
@@ -80,8 +83,10 @@ class Engine(Protocol):
         """Serve `model_path` from now on (an SGLang server may hold another stage's weights)."""
         ...
 
-    async def update_weights(self, path: str) -> None:
-        """Load new policy weights from a checkpoint directory (after an RL step)."""
+    async def update_weights(self, path: str, version: int | None = None) -> None:
+        """Load new policy weights from a checkpoint directory (after an RL step), between
+        requests: the requests running finish under the old weights, the next ones get the new.
+        `version` tags the results answered under them (`GenerationResult.weight_version`)."""
         ...
 
     async def flush_cache(self) -> None:

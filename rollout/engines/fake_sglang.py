@@ -6,9 +6,12 @@ field names and shapes, so tests/rollout/test_sglang.py exercises the real clien
 path end to end on CPU. Stopping follows SGLang's `Req.check_finished`: the length limit
 first, then, unless `ignore_eos`, `stop_token_ids`, the model's eos ids (config +
 generation_config) and the tokenizer's; `finish_reason` is `{"type": "stop", "matched":
-id}` or `{"type": "length", "length": n}`. Faults for tests: `fail_every` (HTTP 500 on
-every n-th request) and `app[KILL]` (the server dies). It is not SGLang: no radix cache, no paging, no continuous
-batching; real SGLang runs only on GPU machines (rollout/README.md).
+id}` or `{"type": "length", "length": n}`. Weights load between requests (SGLang's
+`model_update_lock`: an update waits for the running requests, later ones wait for it), and
+`meta_info.weight_version` is the tag the last `/update_weights_from_disk` gave. Faults for
+tests: `fail_every` (HTTP 500 on every n-th request) and `app[KILL]` (the server dies). It is
+not SGLang: no radix cache, no paging, no continuous batching; real SGLang runs only on GPU
+machines (rollout/README.md).
 
     python -m rollout.engines.fake_sglang --model-path DIR --port 30000
 """
@@ -77,6 +80,7 @@ async def _generate(request: web.Request) -> web.Response:
         "prompt_tokens": len(ids),
         "completion_tokens": len(result.output_ids),
         "finish_reason": finish,
+        "weight_version": str(result.weight_version),  # SGLang 0.5: the tag of the last weight update
     }
     if body.get("return_logprob"):
         meta["output_token_logprobs"] = [
@@ -98,8 +102,9 @@ async def _server_info(request: web.Request) -> web.Response:
 
 async def _update_weights(request: web.Request) -> web.Response:
     body = await request.json()
-    try:
-        await request.app[ENGINE].update_weights(body["model_path"])
+    tag = body.get("weight_version")
+    try:  # the engine loads between requests, as SGLang's writer lock does: running ones finish first
+        await request.app[ENGINE].update_weights(body["model_path"], int(tag) if str(tag).isdigit() else None)
     except Exception as exc:  # SGLang answers failures in the body, not with a status
         return web.json_response({"success": False, "message": f"{type(exc).__name__}: {exc}"})
     request.app[COUNTS]["update_weights"] += 1

@@ -8,6 +8,11 @@ Two batching modes (`rollout.hf_batching`):
               a long turn no longer holds up every request that arrives after it.
 Decoding itself is rollout.engines.decode_batch.DecodeBatch (per-request seeds,
 temperature, top-p, stop tokens and budgets in one batch).
+
+New weights (`load_state_dict`, `update_weights`) are loaded between requests, as SGLang
+does: no request is admitted while a swap waits, the running ones finish under the old
+weights, then the weights change and admission resumes. So every answer comes from one
+set of weights, and says which (`GenerationResult.weight_version`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import torch
@@ -35,6 +40,7 @@ class _Request:
     prompt_ids: list[int]
     params: SamplingParams
     future: asyncio.Future
+    version: int = 0  # the weights it was admitted under (set at admission)
 
 
 class HFEngine:
@@ -64,6 +70,10 @@ class HFEngine:
         self._worker: asyncio.Task | None = None
         self._inflight: dict[Hashable, _Request] = {}  # rows of the running batch
         self._model_lock = asyncio.Lock()  # a weight swap waits for the running step
+        self.weight_version = 0  # what the results answered now report
+        self._swap_pending = False  # no admission while set: the running requests drain first
+        self._swap_lock = asyncio.Lock()  # one swap at a time
+        self._rows = asyncio.Condition()  # notified when the running requests or the swap state change
         self.stats = EngineStats()
 
     @classmethod
@@ -110,18 +120,27 @@ class HFEngine:
 
     async def _serve(self) -> None:
         batch = DecodeBatch(self._model, self._pad)
+        waiting: list[_Request] = []  # taken from the queue while a swap was pending, not admitted yet
         while True:
-            head: list[_Request] = []
-            if not batch:
-                head = [await self._queue.get()]
+            # Before waiting for work: the last rows may have just been answered, and a swap waits for that.
+            if self._swap_pending and not batch:  # every admitted request is answered: let the swap run
+                async with self._rows:
+                    self._rows.notify_all()
+                    await self._rows.wait_for(lambda: not self._swap_pending)
+                continue
+            if not batch and not waiting:
+                waiting = [await self._queue.get()]
                 if self._window_s > 0 and self._queue.qsize() < self._max_batch - 1:
                     await asyncio.sleep(self._window_s)  # let concurrent trajectories join this batch
             async with self._model_lock:
-                batch.model = self._model  # the latest weights (update_weights swaps them)
+                batch.model = self._model  # the latest weights (a swap replaces or overwrites them)
                 joining = []
-                if self._continuous or not batch:
-                    joining = [r for r in head if not r.future.cancelled()]
+                if not self._swap_pending and (self._continuous or not batch):
+                    joining = [r for r in waiting if not r.future.cancelled()]
                     joining += self._take(self._max_batch - len(batch) - len(joining))
+                    waiting = []
+                    for request in joining:
+                        request.version = self.weight_version
                 if not batch and not joining:
                     continue
                 gone = {key for key, r in self._inflight.items() if r.future.cancelled()}
@@ -145,7 +164,7 @@ class HFEngine:
                 self.stats.prompt_tokens += len(request.prompt_ids)
                 self.stats.output_tokens += len(result.output_ids)
                 if not request.future.done():
-                    request.future.set_result(result)
+                    request.future.set_result(replace(result, weight_version=request.version))
 
     def _advance(
         self, batch: DecodeBatch, joining: list[_Request], gone: set[Hashable]
@@ -178,18 +197,40 @@ class HFEngine:
     async def serve(self, model_path: str) -> None:
         """Nothing to do: an hf engine is built from the stage's model (`from_config`)."""
 
-    async def update_weights(self, path: str) -> None:
-        model = await asyncio.to_thread(load_model, path, str(self._model.dtype).removeprefix("torch."))
-        async with self._model_lock:
-            self._model = model.eval()  # rows still decoding continue under the new weights
+    async def update_weights(self, path: str, version: int | None = None) -> None:
+        model = (await asyncio.to_thread(load_model, path, str(self._model.dtype).removeprefix("torch."))).eval()
+
+        def swap() -> None:
+            self._model = model
+
+        await self._swap(swap, version)
         log.info("hf engine loaded weights from %s", path)
 
-    async def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+    async def load_state_dict(self, state: Mapping[str, torch.Tensor], version: int | None = None) -> None:
         """New policy weights straight from the trainer's memory (the RL step's `hf` path):
-        copied into this engine's own model, cast to its dtype, once the running step ends."""
-        async with self._model_lock:
+        copied into this engine's own model, cast to its dtype, between requests. `state` must
+        not change until this returns (the trainer passes a copy when it goes on training)."""
+
+        def copy() -> None:
             with torch.no_grad():
                 self._model.load_state_dict(state)
+
+        await self._swap(copy, version)
+
+    async def _swap(self, apply: Callable[[], None], version: int | None) -> None:
+        """Hold new requests back, wait for the running ones to be answered, then `apply`."""
+        async with self._swap_lock:
+            async with self._rows:
+                self._swap_pending = True
+                await self._rows.wait_for(lambda: not self._inflight)
+            try:
+                async with self._model_lock:
+                    apply()
+                    self.weight_version = self.weight_version + 1 if version is None else version
+            finally:
+                async with self._rows:
+                    self._swap_pending = False
+                    self._rows.notify_all()
 
     async def flush_cache(self) -> None:
         """Nothing to drop: KV lives only while a request decodes (no prefix cache across requests)."""
@@ -204,6 +245,8 @@ class HFEngine:
             self._worker = None
         waiting = list(self._inflight.values()) + self._take(self._queue.qsize())
         self._fail(waiting, EngineError("hf engine closed"))
+        async with self._rows:  # a swap waiting for those rows goes ahead
+            self._rows.notify_all()
 
 
 def load_model(path: str, dtype: str) -> torch.nn.Module:

@@ -50,7 +50,10 @@ def sampling_payload(prompt_ids: list[int], params: SamplingParams) -> dict:
     return {"input_ids": list(prompt_ids), "sampling_params": sampling, "return_logprob": True}
 
 
-def parse_generation(body: dict) -> GenerationResult:
+def parse_generation(body: dict, sent_under: int | None = None, tags: frozenset[int] = frozenset()) -> GenerationResult:
+    """The server's answer. Its version: `meta_info.weight_version` when it is one of `tags`, the
+    versions this client pushed, else `sent_under`, the version the client had pushed when it
+    sent the request (a lower bound: an update running then makes the request wait for it)."""
     meta = body.get("meta_info", {})
     finish = meta.get("finish_reason") or {}
     kind = finish.get("type") if isinstance(finish, dict) else finish
@@ -62,7 +65,9 @@ def parse_generation(body: dict) -> GenerationResult:
         raise EngineError(f"SGLang returned {len(output_ids)} tokens but {len(logprobs)} log-probs")
     matched = finish.get("matched") if isinstance(finish, dict) else None
     stop_id = matched if kind == "stop" and isinstance(matched, int) else None
-    return GenerationResult(output_ids, logprobs, kind, stop_id)
+    tag = meta.get("weight_version")
+    version = int(tag) if str(tag).isdigit() and int(tag) in tags else sent_under
+    return GenerationResult(output_ids, logprobs, kind, stop_id, version)
 
 
 class SGLangEngine:
@@ -76,6 +81,8 @@ class SGLangEngine:
         limits = httpx.Limits(max_connections=4096, max_keepalive_connections=256)
         self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout_s, limits=limits)
         self.stats = EngineStats()
+        self.weight_version: int | None = None  # the version this client pushed last (None: none yet)
+        self._tags: frozenset[int] = frozenset()  # every version it has pushed or is pushing
 
     @classmethod
     def from_config(cls, cfg: RolloutConfig, url: str) -> SGLangEngine:
@@ -98,6 +105,7 @@ class SGLangEngine:
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         if params.max_new_tokens < 1:
             return GenerationResult([], [], "length")
+        sent_under = self.weight_version
         try:
             response = await self._client.post("/generate", json=sampling_payload(prompt_ids, params))
         except httpx.TransportError as exc:  # refused, reset, timed out: the server may be back, or another one
@@ -108,7 +116,7 @@ class SGLangEngine:
                 f"{self.url}/generate answered HTTP {response.status_code}: {response.text[:200]}",
                 retryable=response.status_code >= 500,
             )
-        result = parse_generation(response.json())
+        result = parse_generation(response.json(), sent_under, self._tags)
         self.stats.requests += 1
         self.stats.prompt_tokens += len(prompt_ids)
         self.stats.output_tokens += len(result.output_ids)
@@ -129,12 +137,19 @@ class SGLangEngine:
         await self.update_weights(model_path)
         await self.flush_cache()
 
-    async def update_weights(self, path: str) -> None:
-        response = await self._client.post("/update_weights_from_disk", json={"model_path": path})
+    async def update_weights(self, path: str, version: int | None = None) -> None:
+        """SGLang loads them between requests: the running ones finish first, later ones wait."""
+        body = {"model_path": path}
+        if version is not None:
+            body["weight_version"] = str(version)
+            self._tags |= {version}
+        response = await self._client.post("/update_weights_from_disk", json=body)
         response.raise_for_status()
         body = response.json()
         if not body.get("success", False):
             raise RuntimeError(f"{self.url} refused the weights at {path}: {body.get('message')}")
+        if version is not None:
+            self.weight_version = version
         log.info("%s loaded weights from %s", self.url, path)
 
     async def flush_cache(self) -> None:

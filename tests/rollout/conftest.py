@@ -37,6 +37,7 @@ class ScriptedEngine:
         self.log: list[tuple[int, int, float, float]] = []
         self.seeds: dict[int, int] = {}  # trajectory seed -> seed of its first turn (to derive the turn)
         self.weights: list[str] = []
+        self.versions: list[int | None] = []
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         start = time.perf_counter()
@@ -56,8 +57,9 @@ class ScriptedEngine:
     def kv_capacity_tokens(self) -> int:
         return self.capacity
 
-    async def update_weights(self, path: str) -> None:
+    async def update_weights(self, path: str, version: int | None = None) -> None:
         self.weights.append(path)
+        self.versions.append(version)
 
     async def flush_cache(self) -> None:
         pass

@@ -195,3 +195,47 @@ async def test_a_cancelled_request_leaves_the_running_batch(tiny_assets, prompts
     assert engine.inflight == 1 and not other.done()  # the other row keeps decoding
     other.cancel()
     await engine.aclose()
+
+
+def _perturbed(path: str) -> torch.nn.Module:
+    changed = AutoModelForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        for p in changed.parameters():
+            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(0)) * 0.5)
+    return changed.eval()
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+async def test_new_weights_land_between_requests_and_each_answer_says_which(tiny_assets, prompts, continuous):
+    """Requests keep arriving while the weights change: none is dropped, each is answered
+    wholly by the old weights or wholly by the new (greedy, so each output is one model's own),
+    and its `weight_version` says which. The swap waits for the running requests."""
+    old = AutoModelForCausalLM.from_pretrained(tiny_assets.model).eval()
+    new = _perturbed(tiny_assets.model)
+    engine = HFEngine(AutoModelForCausalLM.from_pretrained(tiny_assets.model), pad_token_id=PAD,
+                      kv_capacity_tokens=10_000, continuous=continuous, eos_ids=())
+    params = SamplingParams(24, temperature=0.0)
+    expected = {v: {tuple(p): tuple(decode_batch(m, [p], [params], PAD)[0].output_ids) for p in prompts}
+                for v, m in ((0, old), (7, new))}
+    assert expected[0] != expected[7]
+
+    async def client(k: int):
+        await asyncio.sleep(0.002 * k)
+        prompt = prompts[k % len(prompts)]
+        return prompt, await engine.generate(prompt, params)
+
+    try:
+        requests = [asyncio.create_task(client(k)) for k in range(24)]
+        await asyncio.sleep(0.01)
+        running = engine.inflight
+        await engine.load_state_dict(new.state_dict(), version=7)
+        swapped_after = sum(r.done() for r in requests)
+        results = await asyncio.gather(*requests)
+    finally:
+        await engine.aclose()
+    assert running > 0  # the swap came while requests were decoding
+    versions = [r.weight_version for _, r in results]
+    assert set(versions) == {0, 7} and engine.weight_version == 7
+    for prompt, r in results:
+        assert tuple(r.output_ids) == expected[r.weight_version][tuple(prompt)]
+    assert versions.count(0) <= swapped_after  # every old answer was given before the swap returned

@@ -54,8 +54,9 @@ async def test_rollout_shapes_progress_and_scheduler_independence(tiny_assets, s
 async def test_update_weights_reaches_every_engine(small_fmt, scripted):
     engines = [scripted.engine(small_fmt, lambda s, t: "x") for _ in range(2)]
     runtime = RolloutRuntime(RolloutConfig(), small_fmt, engines, scripted.sandbox())
-    await runtime.update_weights("/ckpt/step-1")
-    assert [e.weights for e in engines] == [["/ckpt/step-1"]] * 2
+    assert await runtime.update_weights("/ckpt/step-1") == 1 and await runtime.update_weights("/ckpt/step-2") == 2
+    assert [e.weights for e in engines] == [["/ckpt/step-1", "/ckpt/step-2"]] * 2
+    assert [e.versions for e in engines] == [[1, 2]] * 2 and runtime.weight_version == 2
 
 
 async def test_build_runtime_with_the_real_sandbox(tiny_assets):

@@ -245,3 +245,41 @@ async def test_a_runtime_makes_every_server_serve_its_stage_model(tiny_assets, t
         assert info == [str(checkpoint)] * 2
         assert (app_a[COUNTS]["update_weights"], app_b[COUNTS]["update_weights"]) == (1, 0)
         assert app_a[COUNTS]["flush_cache"] == 1
+
+
+async def test_weights_from_disk_land_between_requests_with_their_version(tiny_assets, small_fmt, tmp_path):
+    """SGLang's RL path: `/update_weights_from_disk` with a `weight_version` while requests run.
+    None is dropped; each is one model's greedy output; `meta_info.weight_version` says whose."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    changed = AutoModelForCausalLM.from_pretrained(tiny_assets.model)
+    with torch.no_grad():
+        for p in changed.parameters():
+            p.add_(torch.randn_like(p, generator=torch.Generator().manual_seed(1)) * 0.5)
+    changed.save_pretrained(tmp_path / "new")
+    prompt, params = small_fmt.encode("What is 2 + 2?"), SamplingParams(20, temperature=0.0, ignore_eos=True)
+    expected = {v: decode_batch(AutoModelForCausalLM.from_pretrained(m).eval(), [prompt], [params], 0)[0].output_ids
+                for v, m in ((None, tiny_assets.model), (3, str(tmp_path / "new")))}
+    assert expected[None] != expected[3]
+    backend = HFEngine.from_pretrained(tiny_assets.model, kv_capacity_tokens=10_000)
+    with serve_in_thread(backend) as (url, app):
+        client = SGLangEngine(url)
+
+        try:  # requests keep coming while the server loads the new model from disk, and after
+            update = asyncio.create_task(client.update_weights(str(tmp_path / "new"), version=3))
+            requests, sent_after = [], None
+            while sent_after is None or len(requests) < sent_after + 4:
+                if sent_after is None and update.done():
+                    sent_after = len(requests)  # requests from here on were sent once it had returned
+                requests.append(asyncio.create_task(client.generate(prompt, params)))
+                await asyncio.sleep(0.005)
+            await update
+            results = await asyncio.gather(*requests)
+        finally:
+            await client.aclose()
+    assert [r.weight_version for r in results[sent_after:]] == [3] * (len(results) - sent_after)
+    assert {r.weight_version for r in results} == {None, 3} and client.weight_version == 3
+    for r in results:  # before the client's first tagged push a result has no version it can trust
+        assert r.output_ids == expected[r.weight_version]
+    assert app[COUNTS]["update_weights"] == 1 and app[COUNTS]["failed"] == 0

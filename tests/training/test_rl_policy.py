@@ -9,7 +9,6 @@ import random
 import subprocess
 import sys
 import textwrap
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,6 +16,7 @@ import torch
 from configs.rollout import RolloutConfig
 from configs.schema import RLConfig
 from datalib.records import RLProblem
+from rollout.runtime import RolloutRuntime
 from rollout.trajectory import Trajectory
 from stagekit.paths import REPO_ROOT
 from training.rl import push_weights, step_problems
@@ -118,7 +118,8 @@ def test_new_weights_reach_an_hf_engine_in_memory(tiny_assets, tmp_path):
     policy = Policy(tiny_assets.model, RLConfig(lr=1e-3, warmup_steps=1), pad_id=0)
     policy.update(*fixed_trajectories())
     engine = _engine(tiny_assets.model)
-    asyncio.run(push_weights(SimpleNamespace(engines=[engine]), policy, tmp_path / "scratch", None))
+    rt = RolloutRuntime(RolloutConfig(), None, [engine], None)
+    assert asyncio.run(push_weights(rt, policy, tmp_path / "scratch", None)) == 1 == engine.weight_version
     served = engine._model.state_dict()
     for k, v in policy.state_dict().items():
         assert torch.equal(served[k], v), k
@@ -131,7 +132,6 @@ def test_new_weights_reach_an_sglang_server_from_disk(tiny_assets, tmp_path):
 
     from rollout.engines.fake_sglang import serve_in_thread
     from rollout.engines.sglang import SGLangEngine
-    from rollout.runtime import RolloutRuntime
 
     policy = Policy(tiny_assets.model, RLConfig(lr=1e-3, warmup_steps=1), pad_id=0)
     policy.update(*fixed_trajectories())

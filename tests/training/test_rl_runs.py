@@ -53,6 +53,7 @@ DRIVER = textwrap.dedent('''
     rollout.runtime.score = stand_in_score  # what sample_and_score rewards with
     model, tokenizer, base = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     steps = int(sys.argv[4]) if len(sys.argv) > 4 else {steps}
+    k = int(sys.argv[5]) if len(sys.argv) > 5 else 0  # rl.max_staleness_steps
     if not (base / "sft").exists():
         shutil.copytree(model, base / "sft" / "model")
         shutil.copytree(tokenizer, base / "sft" / "model", dirs_exist_ok=True)
@@ -63,7 +64,8 @@ DRIVER = textwrap.dedent('''
     cfg = RLStageConfig(steps=steps, max_response_tokens=40, max_turns=2)
     # 40 tokens cut every trajectory; scored as they stand, some earn 1, so groups are mixed and every step updates.
     r = RLConfig(lr=1e-3, warmup_steps=1, prompts_per_step=2, rollouts_per_prompt=6, kept_per_prompt=4,
-                 micro_batch_per_device=4, checkpoint_every_steps=1, truncated_reward="score")
+                 micro_batch_per_device=4, checkpoint_every_steps=1, truncated_reward="score",
+                 max_staleness_steps=k)
     metrics = rl.run(cfg, r, RolloutConfig(), SandboxConfig(), "rl_stage1",
                      {{"policy": base / "sft", "problems": base / "dec"}}, base / "out",
                      work=WorkDir(base / "work", "rl_stage1", "k"))
