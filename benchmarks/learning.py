@@ -1,4 +1,5 @@
-"""The learning proof (issues 13, 24): does the pipeline train, and does RoC act as the paper says?
+"""The learning proof (issues 13, 24, 26): does the pipeline train, does RoC act as the paper
+says, and does asynchronous RL (`rl.max_staleness_steps: 1`) learn as well, faster?
 
     python -m benchmarks.learning [--config configs/learning.yaml] [--set KEY=VALUE ...] [--out DIR]
     python -m benchmarks.learning --seeds 3        # three seeds, each claim per seed and pooled
@@ -7,12 +8,16 @@ It runs the pipeline's own stages into the config's store, nothing of its own, a
 (orchestrator/graph.py, the flow's scheduler) under a budget of the machine's cores:
   1. assets, cold_start, rl_curation, decontaminate (in this process: seconds);
   2. sft, a watched child process with every thread;
-  3. one thread each, as threads free up: rl_stage1 with plain GRPO and with GRPO-RoC, then
-     eval_sft and each arm's eval_rl_stage1.
+  3. as threads free up: rl_stage1 with GRPO-RoC, synchronous and asynchronous (k = 1), each
+     alone with every thread (two cores: generation and training each on its own in the
+     asynchronous arm); then rl_stage1 with plain GRPO, eval_sft and each arm's
+     eval_rl_stage1, one thread each.
 The two RL arms start from the same SFT checkpoint with the same `rl.seed`, so they train on
 the same problems in the same order and draw their rollouts with the same seeds; plain GRPO
 gets a group as large as RoC's 2G rollouts and trains on all of them, so both generate the
-same number of trajectories per step (RoC trains on the G it keeps). All evaluations score
+same number of trajectories per step (RoC trains on the G it keeps). The asynchronous arm is
+GRPO-RoC with the same seeds and the same trajectories per step; only its rollouts run up to
+one step ahead of the trainer. All evaluations score
 the same test problems with the same sample seeds, so differences are paired by problem.
 
 A seed (`--seeds N`: 0 .. N-1) sets the tiny model's initial weights, SFT's data order and
@@ -37,6 +42,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from benchmarks.learning_async import ASYNC as ASYNC_ARM
 from configs.load import load_config
 from configs.schema import PipelineConfig
 from orchestrator.graph import import_stage_modules, run_graph
@@ -46,7 +52,7 @@ from orchestrator.stages import StageSpec, get_stage
 from orchestrator.store import ArtifactRef, ArtifactStore
 from stagekit import progress
 
-ARMS = ("grpo_roc", "grpo")
+ARMS = ("grpo_roc", "grpo", ASYNC_ARM)  # the last: GRPO-RoC with its rollouts a step ahead (issue 26)
 DATA_STAGES = ("assets", "cold_start", "rl_curation", "decontaminate")
 
 
@@ -56,6 +62,8 @@ def arm_overrides(cfg: PipelineConfig, arm: str) -> list[str]:
         return ["rl.algorithm=grpo_roc"]
     if arm == "grpo":
         return ["rl.algorithm=grpo", f"rl.kept_per_prompt={cfg.rl.rollouts_per_prompt}"]
+    if arm == ASYNC_ARM:
+        return ["rl.algorithm=grpo_roc", "rl.max_staleness_steps=1"]
     raise ValueError(f"unknown arm {arm!r}; arms are {ARMS}")
 
 
@@ -94,7 +102,11 @@ class _Runner:
         return ref
 
 
-GRAPH_ORDER = ("sft", "rl grpo", "rl grpo_roc", "eval sft", "eval grpo_roc", "eval grpo")  # the longest first
+# The graph starts ready stages in this order. The two RoC arms first, each alone on every core
+# (their wall time per step is compared), then the single-thread stages side by side.
+GRAPH_ORDER = ("sft", "rl grpo_roc", "rl grpo_roc_async", "rl grpo", "eval sft", "eval grpo_roc",
+               "eval grpo_roc_async", "eval grpo")
+WHOLE_MACHINE = ("sft", "rl grpo_roc", "rl grpo_roc_async")
 
 
 @dataclass(frozen=True)
@@ -151,7 +163,7 @@ def run(config: str, overrides: list[str], out: Path | None = None, quiet: bool 
         return ref
 
     import_stage_modules([get_stage(name) for name in DATA_STAGES])
-    refs = run_graph(specs, run_node, budget=cores, threads=lambda s: cores if s.name == "sft" else 1)
+    refs = run_graph(specs, run_node, budget=cores, threads=lambda s: cores if s.name in WHOLE_MACHINE else 1)
     timings["total"] = time.perf_counter() - started
     stage_refs = {name: refs[name] for name in (*DATA_STAGES, "sft")}
     rl_refs = {arm: refs[f"rl {arm}"] for arm in ARMS}

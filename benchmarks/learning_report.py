@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchmarks import learning_async
 from configs.schema import PipelineConfig
 from datalib.eval_texts import synthetic_eval_set
 from datalib.tables import read_problems
@@ -93,7 +94,7 @@ def _plot(curves: dict[str, pd.DataFrame], tests: dict[str, float], png: Path) -
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    colors = {"grpo_roc": "tab:blue", "grpo": "tab:orange"}
+    colors = {"grpo_roc": "tab:blue", "grpo": "tab:orange", "grpo_roc_async": "tab:green"}
     for ax, (key, title) in zip(axes.flat, CURVES, strict=True):
         for arm, df in curves.items():
             if key == "kept":
@@ -210,13 +211,18 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
             f"{a} {'yes' if f else 'NO'} ({updates[a]} of {len(curves[a])} steps updated the policy)"
             for a, f in finite.items()) + ".", "", "![learning curves](learning.png)", "",
     ]
+    asynchronous = None
+    if learning_async.ASYNC in curves:
+        asynchronous = learning_async.compare(curves, samples, durations)
+        lines += learning_async.report_lines(asynchronous)
+        learning_async.plot(curves, out / "async.png")
     (out / "learning.md").write_text("\n".join(lines))
     summary = {"results": {k: m.model_dump(mode="json") for k, m in results.items()},
                "gains": gains, "roc_minus_grpo": roc_vs_grpo, "error_ratio_correct": errors,
                "slopes": slopes, "slopes_all": slopes_all, "ends": ends, "finite": finite, "updates": updates,
                "overlap": overlap, "timings_s": timings, "durations_s": durations, "cores": cores,
                "claims": {"rl_raises_pass1": claim1, "roc_lowers_errors_faster": claim2},
-               "error_ratio_correct_roc_minus_grpo": (err_diff, err_diff_se),
+               "error_ratio_correct_roc_minus_grpo": (err_diff, err_diff_se), "async": asynchronous,
                "artifacts": {"sft": refs["sft"].uri, **{f"rl_{a}": r.uri for a, r in rl_refs.items()},
                              **{f"eval_{a}": r.uri for a, r in evals.items()}}}
     (out / "learning.json").write_text(json.dumps(summary, indent=1, default=str))

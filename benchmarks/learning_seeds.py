@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from benchmarks.learning import ARMS
+from benchmarks.learning_async import ASYNC, SPEEDUP_GOAL, SYNC, WITHIN_SE
 from evaluation.paired import Z_HOLDS, holds, z_score
 
 
@@ -54,6 +55,31 @@ def _plot(per_seed: dict[int, dict], png: Path) -> None:
     plt.close(fig)
 
 
+def _async_lines(per_seed: dict[int, dict], summary: dict) -> list[str]:
+    """Issue 26's two goals per seed and pooled: wall time per step, and pass@1 against the synchronous arm."""
+    runs = {seed: s["async"] for seed, s in sorted(per_seed.items()) if s.get("async")}
+    if not runs:
+        return []
+    diffs = [tuple(c["pass1_async_minus_sync"][:2]) for c in runs.values()]
+    mean, se = pooled(diffs)
+    speedups = [c["speedup"] for c in runs.values()]
+    speedup = sum(speedups) / len(speedups)
+    within = not math.isnan(se) and abs(mean) <= WITHIN_SE * se
+    summary["async"] = {"speedup_per_seed": speedups, "speedup": speedup, "pass1_diff_per_seed": diffs,
+                        "pass1_diff": (mean, se), "within": within}
+    lines = ["", f"Asynchronous GRPO-RoC (`rl.max_staleness_steps: 1`) against the synchronous arm (issue 26; goals: "
+             f"at least {SPEEDUP_GOAL:g}x faster per step, test pass@1 within {WITHIN_SE:g} standard errors).", "",
+             "| seed | wall time per step, sync -> async (s) | speedup | pass@1 async - sync (z) | max staleness |",
+             "|---|---|---|---|---|"]
+    for seed, c in runs.items():
+        d, d_se = c["pass1_async_minus_sync"][:2]
+        lines.append(f"| {seed} | {c['step_s'][SYNC]:.2f} -> {c['step_s'][ASYNC]:.2f} | {c['speedup']:.2f}x | "
+                     f"{_fmt(d)} ± {_fmt(d_se)} ({_fmt(z_score(d, d_se), 1)}) | {c['staleness_max']:.0f} |")
+    lines.append(f"| pooled | | **{speedup:.2f}x** (mean) | {_fmt(mean)} ± {_fmt(se)} ({_fmt(z_score(mean, se), 1)}): "
+                 f"**{'within' if within else 'not within'} {WITHIN_SE:g} se** | |")
+    return lines
+
+
 def write_seeds_report(reports: dict[int, Path], out: Path) -> Path:
     """Write seeds.md, seeds.json and seeds.png into `out` from each seed's report directory."""
     per_seed = {seed: json.loads((path / "learning.json").read_text()) for seed, path in reports.items()}
@@ -91,6 +117,7 @@ def write_seeds_report(reports: dict[int, Path], out: Path) -> Path:
         total = per_seed[seed]["timings_s"].get("total", math.nan)
         lines.append(f"| {seed} | " + " | ".join(f"{_fmt(r[k]['pass@1'])} ± {_fmt(r[k]['pass@1_stderr'])}"
                                                 for k in ("sft", *ARMS)) + f" | {total / 60:.1f} min |")
+    lines += _async_lines(per_seed, summary)
     lines += ["", "Per-seed reports: " + ", ".join(f"[seed {s}](seed-{s}/learning.md)" for s in seeds) + ".", "",
               "![per seed](seeds.png)", ""]
     out.mkdir(parents=True, exist_ok=True)

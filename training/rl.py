@@ -141,6 +141,11 @@ def staleness_metrics(staleness: list[int], bound: int, stage: str) -> dict[str,
     return {"staleness_mean": sum(staleness) / n, "staleness_max": max(staleness, default=0)}
 
 
+def _trainer_thread(policy: Policy, threads: int) -> None:
+    policy.bind_thread()
+    torch.set_num_threads(threads)  # per thread under OpenMP: set where the ops run
+
+
 def _checkpoint(work: WorkDir, step: int, policy: Policy, out_dir: Path) -> None:
     """Every process writes its part of the state (accelerate: weights and optimizer from the
     main one, RNG states from each) to one staging dir; the main process then commits it."""
@@ -201,7 +206,13 @@ async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandb
     k = rl.max_staleness_steps
     # Asynchronous: the trainer works in its own thread, so that the event loop goes on
     # rolling out (engine batches, tool calls) beside it. Synchronous: as before, inline.
-    trainer = ThreadPoolExecutor(1, "trainer", initializer=policy.bind_thread) if k > 0 else None
+    trainer = None
+    if k > 0:
+        # On CPU both halves then compute at once: each gets half of the process's intra-op
+        # threads (OMP_NUM_THREADS=2: a core each) rather than all of them twice over.
+        threads = max(1, torch.get_num_threads() // 2)
+        torch.set_num_threads(threads)
+        trainer = ThreadPoolExecutor(1, "trainer", initializer=_trainer_thread, initargs=(policy, threads))
 
     async def on_trainer(fn, *args):  # noqa: ANN001, ANN202
         return await asyncio.get_running_loop().run_in_executor(trainer, fn, *args) if trainer else fn(*args)

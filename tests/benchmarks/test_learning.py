@@ -3,9 +3,12 @@ runs through the real stages, both RL arms start from one SFT checkpoint, reward
 stay finite, both arms' weights move, and the report is written.
 
 A tiny model that learns the synthetic task needs a few hundred SFT steps (README), too long
-for CI. So this run's SFT memorises 8 demonstrations and RL trains on the same 8 problems
+for CI. So this run's SFT half-learns 8 demonstrations and RL trains on the same 8 problems
 (given as a local DAPO-format file): the policy then solves some of its rollouts and not
-others, which gives real, non-zero advantages without any stand-in reward.
+others, which gives real, non-zero advantages without any stand-in reward. Since q/k-norm
+1.0 (issue 24) 200 epochs memorised them outright, so every group was uniform and RoC never
+updated, and 60 solved none; 100 epochs with room for the failed-first-call demonstrations
+(300 tokens; at 160 those were always cut) solve about half.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ def _overrides(root, rl_file) -> list[str]:
     return [
         f"run.artifacts_root={root / 'store'}",
         f"data.cold_start.sources=[{{source: synthetic, examples: {DEMOS}}}]",
-        "sft.epochs=200", "sft.lr=6e-3", f"sft.global_batch_size={DEMOS}", f"sft.micro_batch_per_device={DEMOS}",
+        "sft.epochs=100", "sft.lr=6e-3", f"sft.global_batch_size={DEMOS}", f"sft.micro_batch_per_device={DEMOS}",
         f"data.rl_curation.sources=[{{source: dapo_math, location: {rl_file}}}]",
         "data.decontaminate.synthetic_eval_problems=8",
         "rl.stage1.steps=2", "rl.prompts_per_step=4", "rl.rollouts_per_prompt=8", "rl.kept_per_prompt=4",
-        "rl.checkpoint_every_steps=1", "rl.stage1.max_response_tokens=160", "rl.stage1.max_turns=3",
+        "rl.checkpoint_every_steps=1", "rl.stage1.max_response_tokens=300", "rl.stage1.max_turns=3",
         "eval.samples_per_problem=2", "eval.pass_k=[1, 2]", "eval.max_response_tokens=64", "eval.max_turns=2",
         "eval.benchmarks=[{name: synthetic_eval, location: synthetic, problems: 8}]",
     ]
@@ -55,6 +58,8 @@ def test_report_is_written(report):
     text = (report / "learning.md").read_text()
     assert "| sft |" in text and "| grpo_roc |" in text and "| grpo |" in text
     assert "falls faster under RoC" in text
+    assert "| grpo_roc_async |" in text and "## Asynchronous RL (issue 26)" in text
+    assert (report / "async.png").stat().st_size > 0
 
 
 def test_reward_and_loss_are_finite_and_both_arms_update(report):
@@ -73,6 +78,19 @@ def test_both_arms_start_from_the_same_rollouts(report):
     first = curves[curves["step"] == curves["step"].min()].set_index("arm")
     for col in ("trajectories", "reward", "accuracy", "response_len_mean", "tool_calls_per_trajectory"):
         assert first.loc["grpo_roc", col] == first.loc["grpo", col], col
+
+
+def test_the_async_arm_runs_a_step_ahead_within_the_bound(report):
+    """k = 1: step 2's rollouts begin under the SFT weights, before update 1 lands, so its
+    trajectories are one step stale when trained; none is more."""
+    curves = pd.read_csv(report / "learning.csv")
+    steps = {arm: df.set_index("step") for arm, df in curves.groupby("arm")}
+    assert list(steps["grpo_roc_async"]["staleness_max"]) == [0, 1]
+    assert (steps["grpo_roc"]["staleness_max"] == 0).all()
+    summary = json.loads((report / "learning.json").read_text())["async"]
+    assert summary["step_s"]["grpo_roc"] > 0 and summary["step_s"]["grpo_roc_async"] > 0
+    assert summary["speedup"] == pytest.approx(summary["step_s"]["grpo_roc"] / summary["step_s"]["grpo_roc_async"])
+    assert len(summary["pass1_async_minus_sync"]) == 3
 
 
 def test_weights_changed_in_both_arms(report):
@@ -116,4 +134,7 @@ def test_seeds_report_pools_each_claim(report, tmp_path):
     assert "| -0.050 ± 0.006 (-8.7) | **holds** | 3 of 3 |" in text
     summary = json.loads((out / "seeds.json").read_text())
     assert summary["RL (grpo_roc) - SFT, test pass@1"]["seeds_held"] == 2
+    assert "| RL (grpo_roc_async) - SFT, test pass@1 |" in text
+    speedup = summary["async"]["speedup"]  # every seed is the same run here: the pooled speedup is its own
+    assert speedup == pytest.approx(base["async"]["speedup"]) and f"**{speedup:.2f}x** (mean)" in text
     assert (out / "seeds.png").stat().st_size > 0

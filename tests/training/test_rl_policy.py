@@ -4,6 +4,7 @@ not change it; the problem order depends only on the step."""
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import random
 import subprocess
@@ -148,3 +149,58 @@ def test_new_weights_reach_an_sglang_server_from_disk(tiny_assets, tmp_path):
     for k, v in policy.state_dict().items():
         assert torch.equal(served[k], v), k
     assert (tmp_path / "scratch" / "tokenizer_config.json").exists()
+
+
+def _engine_logprobs(model: str, trajectories: list[Trajectory], shifts: list[float]) -> None:
+    """Give each trajectory the log-probs an engine would record: the model's own at T 1,
+    moved by `shifts[i]` (a behaviour policy that many nats off the trainer's)."""
+    from transformers import AutoModelForCausalLM
+
+    from training.rl_loss import make_batch, token_logprobs
+
+    lm = AutoModelForCausalLM.from_pretrained(model).eval()
+    for t, shift in zip(trajectories, shifts, strict=True):
+        mb = make_batch([t], [0.0], pad_id=0)
+        with torch.no_grad():
+            own = token_logprobs(lm, mb.input_ids, mb.attention_mask, 1.0)[0]
+        p = len(t.prompt_ids)
+        t.logprobs = [float(own[p - 1 + j]) + shift if m else 0.0 for j, m in enumerate(t.loss_mask)]
+
+
+def test_the_ratio_is_against_the_engines_logprobs_and_the_clip_binds_where_it_should(tiny_assets):
+    """A behaviour policy 0.5 nats more confident than the trainer: every ratio is exp(-0.5) =
+    0.61, under 1 - 0.2, so the clip binds on exactly the tokens of negative advantages."""
+    trajectories, advantages = fixed_trajectories()
+    _engine_logprobs(tiny_assets.model, trajectories, [0.5] * len(trajectories))
+    tokens = [sum(t.loss_mask) for t in trajectories]
+    engine = Policy(tiny_assets.model, RLConfig(lr=1e-3, warmup_steps=1, max_staleness_steps=1), 0)
+    assert engine.rl.old_logprob_source == "engine"
+    s = engine.update(trajectories, advantages)
+    assert s.ratio_mean == pytest.approx(math.exp(-0.5), abs=1e-4) and s.ratio_std < 1e-3
+    assert (s.ratio_min, s.ratio_max) == (pytest.approx(math.exp(-0.5), abs=1e-3),) * 2
+    negative = sum(n for n, a in zip(tokens, advantages, strict=True) if a < 0)
+    assert 0 < negative < sum(tokens) and s.clip_ratio == pytest.approx(negative / sum(tokens))
+    # The trainer's own log-probs (synchronous default): ratio 1, nothing clipped.
+    own = Policy(tiny_assets.model, RLConfig(lr=1e-3, warmup_steps=1), 0).update(trajectories, advantages)
+    assert (own.ratio_mean, own.ratio_std, own.clip_ratio) == (pytest.approx(1.0), pytest.approx(0.0, abs=1e-6), 0.0)
+
+
+def test_truncated_importance_weights_scale_each_token_and_the_cap_cuts(tiny_assets):
+    """rl.tis_cap 2: trajectories whose engine log-probs are 1 nat under the trainer's weigh
+    min(e, 2) = 2 (capped), those 1 nat over weigh 1/e; the loss is their weighted token mean."""
+    trajectories, advantages = fixed_trajectories()
+    shifts = [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]
+    _engine_logprobs(tiny_assets.model, trajectories, shifts)
+    rl = RLConfig(lr=1e-3, warmup_steps=1, max_staleness_steps=1, tis_cap=2.0)
+    assert rl.old_logprob_source == "recompute"  # decoupled: the ratio against the trainer's own
+    s = Policy(tiny_assets.model, rl, 0).update(trajectories, advantages)
+    tokens = [sum(t.loss_mask) for t in trajectories]
+    weights = [min(math.exp(-shift), 2.0) for shift in shifts]
+    total = sum(tokens)
+    assert s.tis_capped == pytest.approx(sum(tokens[:3]) / total)
+    assert s.tis_mean == pytest.approx(sum(w * n for w, n in zip(weights, tokens, strict=True)) / total, rel=1e-4)
+    # ratio 1: the loss is minus the weighted token mean of the advantages
+    expected = -sum(a * w * n for a, w, n in zip(advantages, weights, tokens, strict=True)) / total
+    assert s.loss == pytest.approx(expected, rel=1e-4)
+    with pytest.raises(ValueError, match="tis_cap"):
+        RLConfig(tis_cap=2.0, old_logprobs="engine")

@@ -5,6 +5,9 @@
   step for step, same final weights.
 - Under `accelerate launch --multi_gpu --num_processes 2` (CPU, gloo) it rolls out once, on
   the main process, shares the kept trajectories, and ends with one process's weights.
+- Asynchronous (issue 26 point 4): `rl.max_staleness_steps: 0` equals the on-policy step
+  written out by hand; with k = 1 a killed run resumes within the bound, and two processes
+  train with the rollouts running ahead.
 
 The tiny base model never solves a problem, which would make every update zero. So the
 driver replaces the reward, and only the reward, with a stand-in that depends on the
@@ -31,7 +34,7 @@ from stagekit.paths import REPO_ROOT
 pytestmark = pytest.mark.slow  # short RL runs on the tiny model, about 1 min each
 
 STEPS = 5
-DRIVER = textwrap.dedent('''
+SETUP = textwrap.dedent('''
     import json, logging, shutil, sys
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     from pathlib import Path
@@ -66,12 +69,40 @@ DRIVER = textwrap.dedent('''
     r = RLConfig(lr=1e-3, warmup_steps=1, prompts_per_step=2, rollouts_per_prompt=6, kept_per_prompt=4,
                  micro_batch_per_device=4, checkpoint_every_steps=1, truncated_reward="score",
                  max_staleness_steps=k)
+''').format(steps=STEPS)
+DRIVER = SETUP + textwrap.dedent('''
     metrics = rl.run(cfg, r, RolloutConfig(), SandboxConfig(), "rl_stage1",
-                     {{"policy": base / "sft", "problems": base / "dec"}}, base / "out",
+                     {"policy": base / "sft", "problems": base / "dec"}, base / "out",
                      work=WorkDir(base / "work", "rl_stage1", "k"))
     if metrics:  # the main process
         (base / "metrics.json").write_text(json.dumps(metrics))
-''').format(steps=STEPS)
+''')
+# Today's step written out by hand (the loop before issue 26): roll out, update, push, in turn.
+ORACLE = SETUP + textwrap.dedent('''
+    import asyncio
+    from transformers import AutoTokenizer
+    from datalib.tables import read_problems
+    from rollout.runtime import build_runtime
+    from training.rl_policy import Policy
+
+    async def oracle():
+        model_dir = base / "sft" / "model"
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        policy = Policy(str(model_dir), r, tokenizer.pad_token_id or 0)
+        problems, rows = read_problems(base / "dec" / "problems.parquet"), []
+        async with build_runtime(RolloutConfig(), SandboxConfig(), str(model_dir), str(model_dir)) as rt:
+            for step in range(steps):
+                batch = rl.step_problems(problems, step, r.prompts_per_step, r.seed)
+                result = await rl.rollout_step(rt, batch, cfg, r, step, None)
+                stats = policy.update(result.kept, result.advantages)
+                await rl.push_weights(rt, policy, base / "scratch", tokenizer)
+                rows.append({"reward": result.metrics["reward"], "kept": len(result.kept),
+                             "loss": stats.loss, "grad_norm": stats.grad_norm})
+        policy.save_model(base / "out" / "model", tokenizer)
+        (base / "oracle.json").write_text(json.dumps(rows))
+
+    asyncio.run(oracle())
+''')
 
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
@@ -148,3 +179,74 @@ def test_two_processes_roll_out_once_and_end_with_the_weights_of_one(tiny_assets
     w = [load_file(tmp_path / d / "out" / "model" / "model.safetensors") for d in ("one", "two")]
     for k, v in w[0].items():
         torch.testing.assert_close(w[1][k], v, rtol=0, atol=1e-5)
+
+
+def test_synchronous_async_setting_equals_todays_step_written_by_hand(tiny_assets, tmp_path):
+    """`rl.max_staleness_steps: 0` is the strictly on-policy step: same rewards, losses and
+    weights, step for step, as rollout -> update -> push done in turn (issue 26 point 4)."""
+    import json
+
+    for name, script in (("stage", DRIVER), ("oracle", ORACLE)):
+        (tmp_path / f"{name}.py").write_text(script)
+        run = subprocess.run([sys.executable, str(tmp_path / f"{name}.py"), tiny_assets.model, tiny_assets.tokenizer,
+                              str(tmp_path / name), str(STEPS), "0"], cwd=REPO_ROOT, env=ENV,
+                             capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, (name, run.stderr[-3000:])
+    stage = list(csv.DictReader((tmp_path / "stage" / "out" / "curves.csv").open()))
+    oracle = json.loads((tmp_path / "oracle" / "oracle.json").read_text())
+    assert len(stage) == len(oracle) == STEPS
+    for x, y in zip(stage, oracle, strict=True):
+        assert float(x["reward"]) == pytest.approx(y["reward"]) and int(x["kept"]) == y["kept"]
+        assert float(x["loss"]) == pytest.approx(y["loss"], rel=1e-4, abs=1e-6)
+        assert float(x["grad_norm"]) == pytest.approx(y["grad_norm"], rel=1e-4)
+        assert float(x["staleness_max"]) == 0
+    w = [load_file(tmp_path / d / "out" / "model" / "model.safetensors") for d in ("stage", "oracle")]
+    for k, v in w[0].items():
+        torch.testing.assert_close(w[1][k], v, rtol=0, atol=1e-5)
+
+
+def test_killed_async_run_resumes_and_keeps_the_staleness_bound(tiny_assets, tmp_path):
+    """k = 1: SIGKILL after the second checkpoint, rerun: it resumes there, trains every step
+    once, and no trained trajectory is more than one step stale, before or after the kill."""
+    import json
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    args = [str(driver), tiny_assets.model, tiny_assets.tokenizer, str(tmp_path / "run"), str(STEPS), "1"]
+    proc = _start(args)
+    checkpoints = tmp_path / "run" / "work" / "rl_stage1" / "k" / "checkpoints"
+    deadline = time.time() + 900
+    while not (checkpoints / "step-000000002").exists():
+        assert proc.poll() is None and time.time() < deadline, "the run ended before its second checkpoint"
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _start(args).wait(timeout=900) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert 2 <= metrics["resumed_from_step"] < STEPS and metrics["steps"] == STEPS
+    rows = list(csv.DictReader((tmp_path / "run" / "out" / "curves.csv").open()))
+    assert [r["step"] for r in rows] == [str(s) for s in range(1, STEPS + 1)]
+    assert all(float(r["staleness_max"]) <= 1 for r in rows)
+    assert any(float(r["staleness_max"]) == 1 for r in rows)  # it did run ahead
+    resumed = rows[metrics["resumed_from_step"]]  # its first rollouts ran under the checkpoint's weights
+    assert float(resumed["staleness_max"]) == 0
+    assert all(float(r["grad_norm"]) > 1e-3 for r in rows)
+
+
+def test_two_processes_train_asynchronously(tiny_assets, tmp_path):
+    """k = 1 under `accelerate launch --num_processes 2`: the main process rolls out ahead while
+    both train; every step rolls out once, within the bound, and one process writes the model."""
+    import json
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    run = subprocess.run([*accelerate, str(driver), tiny_assets.model, tiny_assets.tokenizer, str(tmp_path / "two"),
+                          str(STEPS), "1"], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stderr.count("rollout.runtime: rolled out 12 trajectories") == STEPS
+    rows = list(csv.DictReader((tmp_path / "two" / "out" / "curves.csv").open()))
+    assert len(rows) == STEPS and all(float(r["staleness_max"]) <= 1 for r in rows)
+    assert json.loads((tmp_path / "two" / "metrics.json").read_text())["steps"] == STEPS
+    assert all(float(r["grad_norm"]) > 1e-3 for r in rows)
+    assert (tmp_path / "two" / "out" / "model" / "model.safetensors").exists()
