@@ -20,6 +20,11 @@ from evaluation.paired import paired_gain, z_score
 SYNC, ASYNC = "grpo_roc", "grpo_roc_async"  # the arms of benchmarks/learning.py
 SPEEDUP_GOAL = 1.5
 WITHIN_SE = 2.0
+# Where a step's time goes, per arm (curves.csv, training/rl.py): the trainer's wait for the
+# step's rollouts, the update; and the rollouts' own time from their start (asynchronously
+# it overlaps the step before), split into generation and tool calls by the trajectories' shares.
+TIME_SPLIT = (("step_s", "step"), ("rollout_wall_s", "trainer waits for rollouts"), ("update_s", "update"),
+              ("generation_s", "rollouts: generation"), ("tool_s", "rollouts: tool calls"))
 PANELS = (("step_s", "wall time per step (s)"), ("staleness_mean", "staleness of trained trajectories (steps)"),
           ("ratio_std", "PPO ratio: standard deviation over loss tokens"), ("clip_ratio", "clipped share of tokens"))
 
@@ -45,6 +50,7 @@ def compare(curves: dict[str, pd.DataFrame], samples: dict[str, pd.DataFrame], d
         "staleness_max": float(curves[async_]["staleness_max"].max()),
         "ratio_std": {arm: _mean(curves[arm], "ratio_std") for arm in (sync, async_)},
         "clip_ratio": {arm: _mean(curves[arm], "clip_ratio") for arm in (sync, async_)},
+        "time_split": time_split(curves, (sync, async_)),
         "faster": per_step[sync] / per_step[async_] >= SPEEDUP_GOAL,
         "as_good": not math.isnan(se) and abs(diff) <= WITHIN_SE * se,
     }
@@ -66,8 +72,33 @@ def report_lines(c: dict, sync: str = SYNC, async_: str = ASYNC) -> list[str]:
         f"- Test pass@1 within {WITHIN_SE:g} paired standard errors of the synchronous arm: "
         f"**{'yes' if c['as_good'] else 'no'}** ({async_} - {sync}: {_fmt(diff)} ± {_fmt(se)}, "
         f"z {_fmt(c['z'], 1)}). No trained trajectory was more than {_fmt(c['staleness_max'], 0)} step stale.",
+        "", *time_split_lines(c["time_split"]),
         "", "![asynchronous against synchronous](async.png)", "",
     ]
+
+
+def time_split(curves: dict[str, pd.DataFrame], arms: tuple[str, ...] = (SYNC, ASYNC)) -> dict[str, dict[str, float]]:
+    return {arm: {key: _mean(curves[arm], key) for key, _ in TIME_SPLIT} for arm in arms}
+
+
+def time_split_lines(split: dict[str, dict[str, float]]) -> list[str]:
+    return ["Mean seconds per step:", "",
+            "| arm | " + " | ".join(label for _, label in TIME_SPLIT) + " |", "|---|" + "---|" * len(TIME_SPLIT),
+            *(f"| {arm} | " + " | ".join(_fmt(row[key], 2) for key, _ in TIME_SPLIT) + " |"
+              for arm, row in split.items())]
+
+
+def main() -> None:
+    """Print the time split of a written report: python -m benchmarks.learning_async REPORT_DIR."""
+    import sys
+
+    df = pd.read_csv(Path(sys.argv[1]) / "learning.csv")
+    curves = {arm: g for arm, g in df.groupby("arm")}
+    print("\n".join(time_split_lines(time_split(curves, tuple(a for a in (SYNC, ASYNC) if a in curves)))))
+
+
+if __name__ == "__main__":
+    main()
 
 
 def plot(curves: dict[str, pd.DataFrame], png: Path, sync: str = SYNC, async_: str = ASYNC) -> None:
@@ -82,10 +113,21 @@ def plot(curves: dict[str, pd.DataFrame], png: Path, sync: str = SYNC, async_: s
             df = curves[arm]
             if key in df:
                 ax.plot(df["step"], df[key], marker=".", color=color, label=arm)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("RL step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        finish_axis(ax, title, fontsize=9)
+    save(fig, png)
+
+
+def finish_axis(ax, title: str, fontsize: float | None = None) -> None:  # noqa: ANN001
+    """Title, step axis, grid and legend, as every panel of the learning report has them."""
+    ax.set_title(title, fontsize=fontsize)
+    ax.set_xlabel("RL step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def save(fig, png: Path) -> None:  # noqa: ANN001
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)

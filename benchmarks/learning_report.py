@@ -113,13 +113,8 @@ def _plot(curves: dict[str, pd.DataFrame], tests: dict[str, float], png: Path) -
             for arm in curves:
                 ax.plot([last], [tests[arm]], marker="*", markersize=12, color=colors[arm],
                         label=f"test pass@1 after {arm} {tests[arm]:.3f}")
-        ax.set_title(title)
-        ax.set_xlabel("RL step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+        learning_async.finish_axis(ax, title)
+    learning_async.save(fig, png)
 
 
 def _fmt(x: float, digits: int = 3) -> str:

@@ -91,6 +91,10 @@ def test_the_async_arm_runs_a_step_ahead_within_the_bound(report):
     assert summary["step_s"]["grpo_roc"] > 0 and summary["step_s"]["grpo_roc_async"] > 0
     assert summary["speedup"] == pytest.approx(summary["step_s"]["grpo_roc"] / summary["step_s"]["grpo_roc_async"])
     assert len(summary["pass1_async_minus_sync"]) == 3
+    split = summary["time_split"]
+    for arm in ("grpo_roc", "grpo_roc_async"):  # the curves' step time, its mean per arm
+        assert split[arm]["step_s"] == pytest.approx(steps[arm]["step_s"].mean())
+    assert "trainer waits for rollouts" in (report / "learning.md").read_text()
 
 
 def test_weights_changed_in_both_arms(report):

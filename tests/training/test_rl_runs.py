@@ -113,6 +113,18 @@ def _start(args: list[str]) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL)
 
 
+def _kill_after_second_checkpoint(args: list[str], base) -> None:  # noqa: ANN001
+    """Start the driver and SIGKILL it once its second checkpoint is committed."""
+    proc = _start(args)
+    checkpoints = base / "work" / "rl_stage1" / "k" / "checkpoints"
+    deadline = time.time() + 900
+    while not (checkpoints / "step-000000002").exists():
+        assert proc.poll() is None and time.time() < deadline, "the run ended before its second checkpoint"
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def test_killed_rl_stage_resumes_and_matches_an_uninterrupted_run(tiny_assets, tmp_path):
     import json
 
@@ -122,14 +134,7 @@ def test_killed_rl_stage_resumes_and_matches_an_uninterrupted_run(tiny_assets, t
     assert _start([*args, str(tmp_path / "whole")]).wait(timeout=900) == 0
 
     killed = tmp_path / "killed"
-    proc = _start([*args, str(killed)])
-    checkpoints = killed / "work" / "rl_stage1" / "k" / "checkpoints"
-    deadline = time.time() + 900
-    while not (checkpoints / "step-000000002").exists():
-        assert proc.poll() is None and time.time() < deadline, "the run ended before its second checkpoint"
-        time.sleep(0.1)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    _kill_after_second_checkpoint([*args, str(killed)], killed)
     assert not (killed / "metrics.json").exists()
     assert _start([*args, str(killed)]).wait(timeout=900) == 0
 
@@ -213,14 +218,7 @@ def test_killed_async_run_resumes_and_keeps_the_staleness_bound(tiny_assets, tmp
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     args = [str(driver), tiny_assets.model, tiny_assets.tokenizer, str(tmp_path / "run"), str(STEPS), "1"]
-    proc = _start(args)
-    checkpoints = tmp_path / "run" / "work" / "rl_stage1" / "k" / "checkpoints"
-    deadline = time.time() + 900
-    while not (checkpoints / "step-000000002").exists():
-        assert proc.poll() is None and time.time() < deadline, "the run ended before its second checkpoint"
-        time.sleep(0.1)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    _kill_after_second_checkpoint(args, tmp_path / "run")
     assert _start(args).wait(timeout=900) == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert 2 <= metrics["resumed_from_step"] < STEPS and metrics["steps"] == STEPS

@@ -136,3 +136,20 @@ def test_prm_algorithms_build_the_tiny_prm_and_score_every_group(inputs, algorit
         assert float(row["grad_norm"]) == 0.0
     else:  # Blend's reward varies with the PRM: groups kept, an update made
         assert metrics["skipped_steps"] == 0 and row["kept"] == "4" and float(row["grad_norm"]) > 0
+
+
+@pytest.mark.parametrize("algorithm", ["grpo_roc", "prof", "blend"])
+def test_selection_is_unchanged_when_rollouts_run_a_step_ahead(inputs, algorithm):
+    """`rl.max_staleness_steps: 1` (issue 26): each algorithm selects on whichever groups a step
+    completed, as it does synchronously, and no kept trajectory is more than one step stale."""
+    up = {"policy": inputs / "sft", "problems": inputs / "decontaminate"}
+    cfg = _rl(algorithm=algorithm, max_staleness_steps=1, prof={"prm": "tiny", "rollouts": 4, "kept": 2},
+              **({"kept_per_prompt": 4} if algorithm == "grpo_roc" else {}))
+    out, metrics = _stage(inputs, "rl_stage1", 2, cfg, up, f"{algorithm}-async")
+    rows = _curves(out)
+    assert len(rows) == 2 and all(float(r["staleness_max"]) <= 1 for r in rows)
+    if algorithm == "grpo_roc":  # uniform groups dropped, both steps skipped, as synchronously
+        assert metrics["skipped_steps"] == 2 and all(r["groups_dropped"] == "2" for r in rows)
+    else:  # m = 2 kept of each group; step 2 rolled out under the weights before update 1
+        assert metrics["skipped_steps"] == 0 and all(r["kept"] == "4" for r in rows)
+        assert [float(r["staleness_max"]) for r in rows] == [0.0, 1.0]
