@@ -33,8 +33,9 @@ import logging
 import random
 import shutil
 import time
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,6 +142,26 @@ def staleness_metrics(staleness: list[int], bound: int, stage: str) -> dict[str,
     return {"staleness_mean": sum(staleness) / n, "staleness_max": max(staleness, default=0)}
 
 
+@asynccontextmanager
+async def _trainer_pool(k: int, policy: Policy) -> AsyncIterator[ThreadPoolExecutor | None]:
+    """Asynchronous: the trainer's own thread, so that the event loop goes on rolling out (engine
+    batches, tool calls) while it updates. Synchronous (k = 0): None, the update runs inline."""
+    if k == 0:
+        yield None
+        return
+    before = torch.get_num_threads()
+    # On CPU both halves then compute at once: each gets half of the process's intra-op
+    # threads (OMP_NUM_THREADS=2: a core each) rather than all of them twice over.
+    threads = max(1, before // 2)
+    torch.set_num_threads(threads)
+    pool = ThreadPoolExecutor(1, "trainer", initializer=_trainer_thread, initargs=(policy, threads))
+    try:
+        yield pool
+    finally:
+        pool.shutdown()
+        torch.set_num_threads(before)
+
+
 def _trainer_thread(policy: Policy, threads: int) -> None:
     policy.bind_thread()
     torch.set_num_threads(threads)  # per thread under OpenMP: set where the ops run
@@ -204,20 +225,11 @@ async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandb
     runtime = build_runtime(rollout, sandbox, str(model_dir), str(model_dir), progress=progress.report) if main \
         else nullcontext(None)
     k = rl.max_staleness_steps
-    # Asynchronous: the trainer works in its own thread, so that the event loop goes on
-    # rolling out (engine batches, tool calls) beside it. Synchronous: as before, inline.
-    trainer = None
-    if k > 0:
-        # On CPU both halves then compute at once: each gets half of the process's intra-op
-        # threads (OMP_NUM_THREADS=2: a core each) rather than all of them twice over.
-        threads = max(1, torch.get_num_threads() // 2)
-        torch.set_num_threads(threads)
-        trainer = ThreadPoolExecutor(1, "trainer", initializer=_trainer_thread, initargs=(policy, threads))
 
-    async def on_trainer(fn, *args):  # noqa: ANN001, ANN202
+    async def on_trainer(fn, *args):  # noqa: ANN001, ANN202 - `trainer`: set by the `async with` below
         return await asyncio.get_running_loop().run_in_executor(trainer, fn, *args) if trainer else fn(*args)
 
-    async with runtime as rt:
+    async with runtime as rt, _trainer_pool(k, policy) as trainer:
         if main and ckpt:
             await push_weights(rt, policy, scratch, tokenizer)
         weights = WeightSteps(done, rt.weight_version if main else 0)
@@ -256,8 +268,6 @@ async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandb
                     progress.report(i + 1, cfg.steps, f"{stage}: step {i + 1}/{cfg.steps}")
                 if work and ((i + 1) % rl.checkpoint_every_steps == 0 or i + 1 == cfg.steps):
                     await on_trainer(_checkpoint, work, i + 1, policy, out_dir)
-    if trainer:
-        trainer.shutdown()
     policy.save_model(out_dir / artifacts.MODEL, tokenizer)
     policy.save_state(out_dir / artifacts.TRAINER_STATE)
     if not main:

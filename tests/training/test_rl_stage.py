@@ -13,6 +13,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from configs.rollout import RolloutConfig
 from configs.sandbox import SandboxConfig
@@ -145,7 +146,13 @@ def test_selection_is_unchanged_when_rollouts_run_a_step_ahead(inputs, algorithm
     up = {"policy": inputs / "sft", "problems": inputs / "decontaminate"}
     cfg = _rl(algorithm=algorithm, max_staleness_steps=1, prof={"prm": "tiny", "rollouts": 4, "kept": 2},
               **({"kept_per_prompt": 4} if algorithm == "grpo_roc" else {}))
-    out, metrics = _stage(inputs, "rl_stage1", 2, cfg, up, f"{algorithm}-async")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the stage splits them between its two threads, and gives them back
+    try:
+        out, metrics = _stage(inputs, "rl_stage1", 2, cfg, up, f"{algorithm}-async")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
     rows = _curves(out)
     assert len(rows) == 2 and all(float(r["staleness_max"]) <= 1 for r in rows)
     if algorithm == "grpo_roc":  # uniform groups dropped, both steps skipped, as synchronously
