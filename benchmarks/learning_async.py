@@ -29,7 +29,8 @@ PANELS = (("step_s", "wall time per step (s)"), ("staleness_mean", "staleness of
           ("ratio_std", "PPO ratio: standard deviation over loss tokens"), ("clip_ratio", "clipped share of tokens"))
 
 
-def _fmt(x: float, digits: int = 3) -> str:
+def fmt(x: float | None, digits: int = 3) -> str:
+    """A figure of the learning reports; "n/a" for a missing one (None, NaN)."""
     return "n/a" if x is None or math.isnan(x) else f"{x:.{digits}f}"
 
 
@@ -64,14 +65,14 @@ def report_lines(c: dict, sync: str = SYNC, async_: str = ASYNC) -> list[str]:
         "rollouts up to one step ahead of the trainer. Each ran alone on every core.", "",
         "| | wall time per step (s, mean) | RL stage (min) | mean staleness | PPO ratio std | clipped share |",
         "|---|---|---|---|---|---|",
-        *(f"| {arm} | {_fmt(c['step_s'][arm], 2)} | {_fmt(c['stage_s'][arm] / 60, 1)} | "
-          f"{_fmt(c['staleness_mean'][arm], 2)} | {_fmt(c['ratio_std'][arm], 4)} | "
-          f"{_fmt(c['clip_ratio'][arm], 4)} |" for arm in (sync, async_)), "",
+        *(f"| {arm} | {fmt(c['step_s'][arm], 2)} | {fmt(c['stage_s'][arm] / 60, 1)} | "
+          f"{fmt(c['staleness_mean'][arm], 2)} | {fmt(c['ratio_std'][arm], 4)} | "
+          f"{fmt(c['clip_ratio'][arm], 4)} |" for arm in (sync, async_)), "",
         f"- Faster per step by at least {SPEEDUP_GOAL:g}x: **{'yes' if c['faster'] else 'no'}** "
-        f"({_fmt(c['speedup'], 2)}x; the stage as a whole {_fmt(c['stage_s'][sync] / c['stage_s'][async_], 2)}x).",
+        f"({fmt(c['speedup'], 2)}x; the stage as a whole {fmt(c['stage_s'][sync] / c['stage_s'][async_], 2)}x).",
         f"- Test pass@1 within {WITHIN_SE:g} paired standard errors of the synchronous arm: "
-        f"**{'yes' if c['as_good'] else 'no'}** ({async_} - {sync}: {_fmt(diff)} ± {_fmt(se)}, "
-        f"z {_fmt(c['z'], 1)}). No trained trajectory was more than {_fmt(c['staleness_max'], 0)} step stale.",
+        f"**{'yes' if c['as_good'] else 'no'}** ({async_} - {sync}: {fmt(diff)} ± {fmt(se)}, "
+        f"z {fmt(c['z'], 1)}). No trained trajectory was more than {fmt(c['staleness_max'], 0)} step stale.",
         "", *time_split_lines(c["time_split"]),
         "", "![asynchronous against synchronous](async.png)", "",
     ]
@@ -84,7 +85,7 @@ def time_split(curves: dict[str, pd.DataFrame], arms: tuple[str, ...] = (SYNC, A
 def time_split_lines(split: dict[str, dict[str, float]]) -> list[str]:
     return ["Mean seconds per step:", "",
             "| arm | " + " | ".join(label for _, label in TIME_SPLIT) + " |", "|---|" + "---|" * len(TIME_SPLIT),
-            *(f"| {arm} | " + " | ".join(_fmt(row[key], 2) for key, _ in TIME_SPLIT) + " |"
+            *(f"| {arm} | " + " | ".join(fmt(row[key], 2) for key, _ in TIME_SPLIT) + " |"
               for arm, row in split.items())]
 
 

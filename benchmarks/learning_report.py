@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import learning_async
+from benchmarks.learning_async import fmt
 from configs.schema import PipelineConfig
 from datalib.eval_texts import synthetic_eval_set
 from datalib.tables import read_problems
@@ -117,10 +118,6 @@ def _plot(curves: dict[str, pd.DataFrame], tests: dict[str, float], png: Path) -
     learning_async.save(fig, png)
 
 
-def _fmt(x: float, digits: int = 3) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
 def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, ArtifactRef],
                  rl_refs: dict[str, ArtifactRef], evals: dict[str, ArtifactRef], timings: dict[str, float],
                  cores: int, out: Path) -> Path:
@@ -175,10 +172,10 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
     for name, m in results.items():
         gain, se, _ = gains.get(name, (math.nan, math.nan, 0))
         err, err_se, _ = errors[name]
-        lines.append(f"| {name} | {_fmt(m.pass1)} | {_fmt(m.pass1_stderr)} | {_fmt(m.number(f'pass@{k}'))} | "
-                     f"{_fmt(gain)} ± {_fmt(se)} | {_fmt(z_score(gain, se), 1)} | "
-                     f"{_fmt(err)} ± {_fmt(err_se)} | {_fmt(m.response_tokens_mean, 1)} | "
-                     f"{_fmt(m.tool_calls_per_trajectory, 2)} |")
+        lines.append(f"| {name} | {fmt(m.pass1)} | {fmt(m.pass1_stderr)} | {fmt(m.number(f'pass@{k}'))} | "
+                     f"{fmt(gain)} ± {fmt(se)} | {fmt(z_score(gain, se), 1)} | "
+                     f"{fmt(err)} ± {fmt(err_se)} | {fmt(m.response_tokens_mean, 1)} | "
+                     f"{fmt(m.tool_calls_per_trajectory, 2)} |")
     claim1 = {arm: holds(*gains[arm][:2]) for arm in curves}
     (sr, sr_se), (sg, sg_se) = slopes["grpo_roc"], slopes["grpo"]
     z_slope = (sg - sr) / math.sqrt(sr_se ** 2 + sg_se ** 2) if sr_se and sg_se else math.nan
@@ -186,21 +183,21 @@ def write_report(store: ArtifactStore, cfg: PipelineConfig, refs: dict[str, Arti
     claim2 = "holds" if holds(-err_diff, err_diff_se) else (
         "same direction, under 3 standard errors" if err_diff < 0 else "does not hold")
     lines += [
-        "", f"GRPO-RoC - plain GRPO on the test split (paired): {_fmt(roc_vs_grpo[0])} ± {_fmt(roc_vs_grpo[1])}.",
+        "", f"GRPO-RoC - plain GRPO on the test split (paired): {fmt(roc_vs_grpo[0])} ± {fmt(roc_vs_grpo[1])}.",
         "", "## Claims", "",
         *(f"- RL ({arm}) raises test pass@1 by at least {Z_HOLDS:g} standard errors: "
-          f"**{'holds' if claim1[arm] else 'does not hold'}** ({_fmt(gains[arm][0])} ± {_fmt(gains[arm][1])})."
+          f"**{'holds' if claim1[arm] else 'does not hold'}** ({fmt(gains[arm][0])} ± {fmt(gains[arm][1])})."
           for arm in curves),
         f"- The tool-error ratio within correct trajectories falls faster under RoC: "
-        f"**{claim2}**. Both arms start from the same SFT value ({_fmt(errors['sft'][0])} on the test split), "
-        f"so the fall over the run is compared by the value after it: RoC {_fmt(errors['grpo_roc'][0])}, "
-        f"GRPO {_fmt(errors['grpo'][0])}, RoC - GRPO {_fmt(err_diff)} ± {_fmt(err_diff_se)} (paired bootstrap "
+        f"**{claim2}**. Both arms start from the same SFT value ({fmt(errors['sft'][0])} on the test split), "
+        f"so the fall over the run is compared by the value after it: RoC {fmt(errors['grpo_roc'][0])}, "
+        f"GRPO {fmt(errors['grpo'][0])}, RoC - GRPO {fmt(err_diff)} ± {fmt(err_diff_se)} (paired bootstrap "
         f"over problems). Slope per RL step during training (noisier: a few correct trajectories per step): "
-        f"RoC {sr:+.5f} ± {sr_se:.5f}, GRPO {sg:+.5f} ± {sg_se:.5f} (difference {_fmt(z_slope, 1)} standard errors).",
+        f"RoC {sr:+.5f} ± {sr_se:.5f}, GRPO {sg:+.5f} ± {sg_se:.5f} (difference {fmt(z_slope, 1)} standard errors).",
         "- Tool-error ratio during training, mean of the first 5 steps -> of the last 5, within correct "
         "trajectories / over all trajectories (slope per step over all): " + "; ".join(
-            f"{arm} {_fmt(e['tool_error_ratio_correct'][0], 4)} -> {_fmt(e['tool_error_ratio_correct'][1], 4)} / "
-            f"{_fmt(e['tool_error_ratio'][0])} -> {_fmt(e['tool_error_ratio'][1])} "
+            f"{arm} {fmt(e['tool_error_ratio_correct'][0], 4)} -> {fmt(e['tool_error_ratio_correct'][1], 4)} / "
+            f"{fmt(e['tool_error_ratio'][0])} -> {fmt(e['tool_error_ratio'][1])} "
             f"({slopes_all[arm][0]:+.5f} ± {slopes_all[arm][1]:.5f})" for arm, e in ends.items()) + ".",
         "- Reward and loss finite at every step: " + ", ".join(
             f"{a} {'yes' if f else 'NO'} ({updates[a]} of {len(curves[a])} steps updated the policy)"

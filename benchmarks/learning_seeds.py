@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 
 from benchmarks.learning import ARMS
-from benchmarks.learning_async import ASYNC, SPEEDUP_GOAL, SYNC, WITHIN_SE
+from benchmarks.learning_async import ASYNC, SPEEDUP_GOAL, SYNC, WITHIN_SE, fmt
 from evaluation.paired import Z_HOLDS, holds, z_score
 
 
@@ -23,10 +23,6 @@ def pooled(estimates: list[tuple[float, float]]) -> tuple[float, float]:
     """Mean of independent estimates and its standard error."""
     k = len(estimates)
     return sum(m for m, _ in estimates) / k, math.sqrt(sum(se ** 2 for _, se in estimates)) / k
-
-
-def _fmt(x: float, digits: int = 3) -> str:
-    return "n/a" if math.isnan(x) else f"{x:.{digits}f}"
 
 
 def _plot(per_seed: dict[int, dict], png: Path) -> None:
@@ -74,8 +70,8 @@ def _async_lines(per_seed: dict[int, dict], summary: dict) -> list[str]:
     for seed, c in runs.items():
         d, d_se = c["pass1_async_minus_sync"][:2]
         lines.append(f"| {seed} | {c['step_s'][SYNC]:.2f} -> {c['step_s'][ASYNC]:.2f} | {c['speedup']:.2f}x | "
-                     f"{_fmt(d)} ± {_fmt(d_se)} ({_fmt(z_score(d, d_se), 1)}) | {c['staleness_max']:.0f} |")
-    lines.append(f"| pooled | | **{speedup:.2f}x** (mean) | {_fmt(mean)} ± {_fmt(se)} ({_fmt(z_score(mean, se), 1)}): "
+                     f"{fmt(d)} ± {fmt(d_se)} ({fmt(z_score(d, d_se), 1)}) | {c['staleness_max']:.0f} |")
+    lines.append(f"| pooled | | **{speedup:.2f}x** (mean) | {fmt(mean)} ± {fmt(se)} ({fmt(z_score(mean, se), 1)}): "
                  f"**{'within' if within else 'not within'} {WITHIN_SE:g} se** | |")
     return lines
 
@@ -105,17 +101,17 @@ def write_seeds_report(reports: dict[int, Path], out: Path) -> Path:
         sign = -1.0 if name.startswith("GRPO-RoC") else 1.0  # errors should fall
         mean, se = pooled(ests)
         held = sum(holds(sign * m, s) for m, s in ests)
-        cells = [f"{_fmt(m)} ± {_fmt(s)} ({_fmt(z_score(m, s), 1)})" for m, s in ests]
+        cells = [f"{fmt(m)} ± {fmt(s)} ({fmt(z_score(m, s), 1)})" for m, s in ests]
         verdict = "**holds**" if holds(sign * mean, se) else "does not hold"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {_fmt(mean)} ± {_fmt(se)} "
-                     f"({_fmt(z_score(mean, se), 1)}) | {verdict} | {held} of {len(ests)} |")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {fmt(mean)} ± {fmt(se)} "
+                     f"({fmt(z_score(mean, se), 1)}) | {verdict} | {held} of {len(ests)} |")
         summary[name] = {"per_seed": ests, "pooled": (mean, se), "holds": holds(sign * mean, se), "seeds_held": held}
     lines += ["", "| seed | SFT pass@1 | " + " | ".join(f"{a} pass@1" for a in ARMS) + " | wall time |",
               "|---|---|" + "---|" * (len(ARMS) + 1)]
     for seed in seeds:
         r = per_seed[seed]["results"]
         total = per_seed[seed]["timings_s"].get("total", math.nan)
-        lines.append(f"| {seed} | " + " | ".join(f"{_fmt(r[k]['pass@1'])} ± {_fmt(r[k]['pass@1_stderr'])}"
+        lines.append(f"| {seed} | " + " | ".join(f"{fmt(r[k]['pass@1'])} ± {fmt(r[k]['pass@1_stderr'])}"
                                                 for k in ("sft", *ARMS)) + f" | {total / 60:.1f} min |")
     lines += _async_lines(per_seed, summary)
     lines += ["", "Per-seed reports: " + ", ".join(f"[seed {s}](seed-{s}/learning.md)" for s in seeds) + ".", "",

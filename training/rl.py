@@ -225,11 +225,10 @@ async def _train(cfg: RLStageConfig, rl: RLConfig, rollout: RolloutConfig, sandb
     runtime = build_runtime(rollout, sandbox, str(model_dir), str(model_dir), progress=progress.report) if main \
         else nullcontext(None)
     k = rl.max_staleness_steps
-
-    async def on_trainer(fn, *args):  # noqa: ANN001, ANN202 - `trainer`: set by the `async with` below
-        return await asyncio.get_running_loop().run_in_executor(trainer, fn, *args) if trainer else fn(*args)
-
     async with runtime as rt, _trainer_pool(k, policy) as trainer:
+        async def on_trainer(fn, *args):  # noqa: ANN001, ANN202
+            return await asyncio.get_running_loop().run_in_executor(trainer, fn, *args) if trainer else fn(*args)
+
         if main and ckpt:
             await push_weights(rt, policy, scratch, tokenizer)
         weights = WeightSteps(done, rt.weight_version if main else 0)
